@@ -1,0 +1,459 @@
+"""Verification rules for speculative decoding, batched in torch (CPU or GPU; no device code).
+
+Lossless rules (the emitted tokens are distributed exactly as the target model's):
+
+* ``verify_chain``: speculative sampling (Leviathan et al. 2023; Chen et al. 2023). For drafts
+  x_1..x_K drawn from q_1..q_K, accept x_j with probability min(1, p_j(x_j)/q_j(x_j)); at the
+  first rejection emit a token from norm(max(0, p_j - q_j)) and stop; if every draft is accepted
+  emit a bonus token from p_{K+1}.
+* ``verify_tree``: multi-step speculative sampling over a token tree (SpecInfer, Miao et al.
+  2023). At each node the children are tried in ascending node index; child c (token x) is
+  accepted with probability min(1, R(x)/q_c(x)) where R starts as the target distribution at the
+  node and after each rejection becomes norm(max(0, R - q_c)). With deterministic children
+  (``draft_probs=None``, e.g. top-k) q_c is a point mass on x, so the rule is: accept with
+  probability R(x), else set R(x) = 0 and renormalise. When all children are rejected (or the
+  node is a leaf) a token is emitted from R and the walk stops.
+
+Greedy rules (temperature 0): ``verify_chain_greedy`` and ``verify_tree_greedy``.
+
+LOSSY rule: ``verify_tree_typical_lossy`` / ``verify_chain_typical_lossy`` (Medusa's typical
+acceptance). Its output is NOT distributed as the target's; it trades exactness for length.
+
+Conventions shared by every function here
+-----------------------------------------
+* Probabilities are given, not logits (use ``engine.sampling.warp`` on target and draft logits
+  alike). Half-precision inputs are computed in float32; float32/float64 in their own dtype.
+* Outputs: ``tokens`` (B, D+1) int64, where D is the number of draft positions (K for a chain,
+  the tree depth for a tree); row b holds the emitted tokens in ``tokens[b, :num_tokens[b]]``
+  (accepted drafts, then one correction/bonus token) and -1 after. ``num_tokens`` (B,) int64 is in
+  [1, D+1]. Tree functions also return ``path`` (B, D) int64: the accepted node indices in depth
+  order, padded with -1 (``num_tokens - 1`` of them are valid).
+* Randomness: one uniform per draft position/node for acceptance and one per row for the final
+  token, drawn with ``torch.rand`` from ``generator`` (which must live on the tensors' device).
+  The private ``_verify_chain_uniforms`` / ``_verify_tree_uniforms`` take those uniforms
+  explicitly, so a per-row Python reference can replay the same random numbers.
+* Acceptance test: draft token x is accepted iff ``u * q(x) < p(x)`` with u ~ U[0, 1). For q(x)>0
+  that is probability min(1, p(x)/q(x)). For q(x) = 0 (an impossible draw under q, which only an
+  inconsistent drafter can produce) it accepts iff p(x) > 0. Such draws have probability zero
+  under q, so what is done with them cannot change the output law; the rule chosen never emits a
+  token the target gives probability 0.
+* Sampling a token from weights w uses the inverse CDF: the first index whose cumulative weight
+  exceeds u * sum(w). A token of weight 0 is never returned. If the residual max(0, p - q) is all
+  zero (p == q, where rejection has probability 0 and only rounding can get there), the token is
+  drawn from the distribution R held before the update (for a chain: p) instead of dividing by 0.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+__all__ = [
+    "verify_chain",
+    "verify_tree",
+    "verify_chain_greedy",
+    "verify_tree_greedy",
+    "verify_chain_typical_lossy",
+    "verify_tree_typical_lossy",
+    "chain_parents",
+]
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _as_float(t: torch.Tensor, name: str) -> torch.Tensor:
+    if not torch.is_floating_point(t):
+        raise TypeError(f"{name} must be a floating-point tensor, got {t.dtype}")
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return t.float()
+    return t
+
+
+def _sample_inverse_cdf(w: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Index drawn from non-negative weights w (B, V) with uniforms u (B,) in [0, 1).
+
+    Returns the first index i with cumsum(w)[i] > u * total. The threshold is clamped below the
+    total, so the index is always < V and always has w[i] > 0 (if total > 0).
+    """
+    c = torch.cumsum(w, dim=-1)
+    total = c[:, -1:]
+    t = u.to(w.dtype).unsqueeze(-1) * total
+    t = torch.minimum(t, torch.nextafter(total, torch.full_like(total, float("-inf"))))
+    return torch.searchsorted(c, t.contiguous(), right=True).squeeze(-1).clamp_(max=w.shape[-1] - 1)
+
+
+def _normalise_or(r: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
+    """r / r.sum(-1) row-wise, or ``fallback`` for rows whose sum is 0."""
+    s = r.sum(dim=-1, keepdim=True)
+    ok = s > 0
+    return torch.where(ok, r / torch.where(ok, s, torch.ones_like(s)), fallback)
+
+
+def chain_parents(K: int) -> list[int]:
+    """Parent list of a chain of K nodes seen as a tree: [-1, 0, 1, ..., K-2]."""
+    return list(range(-1, K - 1))
+
+
+def _check_parents(parents, T: int) -> list[int]:
+    if isinstance(parents, torch.Tensor):
+        parents = parents.tolist()
+    parents = [int(a) for a in parents]
+    if len(parents) != T:
+        raise ValueError(f"parents has length {len(parents)}, expected T={T}")
+    for i, a in enumerate(parents):
+        if not -1 <= a < i:
+            raise ValueError(f"parents[{i}]={a}: need -1 <= parents[i] < i")
+    return parents
+
+
+def _tree_tables(parents: list[int]):
+    """depth[i] (1 for children of the root) and the ancestor table.
+
+    anc[n + 1] lists the nodes on the path root -> n (depth order), padded with -1 to length D;
+    anc[0] (the root) is all -1. Returned as Python lists.
+    """
+    T = len(parents)
+    depth = []
+    for i, a in enumerate(parents):
+        depth.append(1 if a < 0 else depth[a] + 1)
+    D = max(depth, default=0)
+    anc = [[-1] * D]
+    for i, a in enumerate(parents):
+        row = list(anc[a + 1])
+        row[depth[i] - 1] = i
+        anc.append(row)
+    return depth, D, anc
+
+
+# --------------------------------------------------------------------------- chain
+
+def _verify_chain_uniforms(target_probs, draft_probs, draft_tokens, u_accept, u_sample):
+    """``verify_chain`` with its random numbers given.
+
+    u_accept (B, K) in [0, 1): draft j of row b is accepted iff u_accept[b, j] * q < p.
+    u_sample (B,) in [0, 1): inverse-CDF uniform of the correction/bonus token.
+    """
+    p = target_probs
+    B, K1, V = p.shape
+    K = K1 - 1
+    x = draft_tokens
+    rows = torch.arange(B, device=p.device)
+
+    if K > 0:
+        px = p[:, :K].gather(-1, x.unsqueeze(-1)).squeeze(-1)                  # (B, K)
+        if draft_probs is None:
+            acc = u_accept.to(p.dtype) < px
+        else:
+            qx = draft_probs.gather(-1, x.unsqueeze(-1)).squeeze(-1)
+            acc = u_accept.to(p.dtype) * qx < px
+        n_acc = acc.to(torch.int64).cumprod(dim=-1).sum(dim=-1)                 # (B,)
+    else:
+        n_acc = torch.zeros(B, dtype=torch.int64, device=p.device)
+
+    p_sel = p[rows, n_acc]                                                      # (B, V)
+    if K > 0:
+        full = (n_acc == K).unsqueeze(-1)
+        j = n_acc.clamp(max=K - 1)
+        if draft_probs is None:
+            xj = x.gather(1, j.unsqueeze(-1))
+            resid = p_sel.scatter(1, xj, 0.0)
+        else:
+            resid = torch.clamp(p_sel - draft_probs[rows, j], min=0.0)
+        resid = torch.where(full, p_sel, resid)
+        w = torch.where(resid.sum(-1, keepdim=True) > 0, resid, p_sel)
+    else:
+        w = p_sel
+    y = _sample_inverse_cdf(w, u_sample)
+
+    pos = torch.arange(K + 1, device=p.device)
+    x_pad = torch.cat([x, torch.full((B, 1), -1, dtype=torch.int64, device=p.device)], dim=1)
+    tokens = torch.where(pos < n_acc.unsqueeze(-1), x_pad, -1)
+    tokens = torch.where(pos == n_acc.unsqueeze(-1), y.unsqueeze(-1), tokens)
+    return tokens, n_acc + 1
+
+
+def _check_chain_args(target_probs, draft_probs, draft_tokens):
+    p = _as_float(target_probs, "target_probs")
+    if p.dim() != 3:
+        raise ValueError(f"target_probs must be (B, K+1, V), got {tuple(p.shape)}")
+    B, K1, V = p.shape
+    K = K1 - 1
+    if K < 0:
+        raise ValueError("target_probs needs at least one position")
+    x = draft_tokens.to(device=p.device, dtype=torch.int64)
+    if tuple(x.shape) != (B, K):
+        raise ValueError(f"draft_tokens must be (B, K)=({B}, {K}), got {tuple(x.shape)}")
+    q = None
+    if draft_probs is not None:
+        q = _as_float(draft_probs, "draft_probs").to(p.dtype)
+        if tuple(q.shape) != (B, K, V):
+            raise ValueError(f"draft_probs must be (B, K, V)=({B}, {K}, {V}), got {tuple(q.shape)}")
+    return p, q, x
+
+
+def verify_chain(target_probs, draft_probs, draft_tokens, generator=None):
+    """Speculative sampling of a chain of K drafts; lossless.
+
+    target_probs (B, K+1, V): p_1..p_{K+1}, row j the target's distribution after the committed
+    prefix and the first j drafts. draft_probs (B, K, V): q_1..q_K the drafts were sampled from,
+    or None for deterministic drafts (q_j is a point mass on draft_tokens[:, j]). draft_tokens
+    (B, K) int64.
+
+    Returns (tokens (B, K+1) int64 padded with -1, num_tokens (B,) int64 in [1, K+1]);
+    tokens[b, :num_tokens[b]] are the accepted drafts then the correction or bonus token.
+    ``generator``: optional torch.Generator on the tensors' device.
+    Vectorised over B and K (no Python loop).
+    """
+    p, q, x = _check_chain_args(target_probs, draft_probs, draft_tokens)
+    B, K1, _ = p.shape
+    u_accept = torch.rand((B, K1 - 1), generator=generator, device=p.device, dtype=p.dtype)
+    u_sample = torch.rand((B,), generator=generator, device=p.device, dtype=p.dtype)
+    return _verify_chain_uniforms(p, q, x, u_accept, u_sample)
+
+
+# --------------------------------------------------------------------------- tree
+
+def _verify_tree_uniforms(target_probs, draft_probs, tree_tokens, parents, u_accept, u_sample):
+    """``verify_tree`` with its random numbers given: u_accept (B, T) (one per node, used only if
+    the node is tried), u_sample (B,) (the final token). Returns (tokens, num_tokens, path)."""
+    p = target_probs
+    B, T1, V = p.shape
+    T = T1 - 1
+    depth, D, _ = _tree_tables(parents)
+    dev = p.device
+    u_accept = u_accept.to(p.dtype)
+
+    cur = torch.full((B,), -1, dtype=torch.int64, device=dev)      # current node (-1 = root)
+    R = _normalise_or(p[:, 0], p[:, 0])                             # running residual at cur
+    tokens = torch.full((B, D + 1), -1, dtype=torch.int64, device=dev)
+    path = torch.full((B, D), -1, dtype=torch.int64, device=dev)
+    n_acc = torch.zeros(B, dtype=torch.int64, device=dev)
+
+    for i in range(T):
+        par = parents[i]
+        active = cur == par                                          # rows trying node i now
+        x = tree_tokens[:, i]
+        Rx = R.gather(1, x.unsqueeze(-1)).squeeze(-1)
+        if draft_probs is None:
+            acc = u_accept[:, i] < Rx
+            rejected_R = R.scatter(1, x.unsqueeze(-1), 0.0)
+        else:
+            q = draft_probs[:, i]
+            qx = q.gather(1, x.unsqueeze(-1)).squeeze(-1)
+            acc = u_accept[:, i] * qx < Rx
+            rejected_R = torch.clamp(R - q, min=0.0)
+        rejected_R = _normalise_or(rejected_R, R)
+        take = active & acc
+        drop = active & ~acc
+        child_R = _normalise_or(p[:, i + 1], p[:, i + 1])
+        R = torch.where(take.unsqueeze(-1), child_R, torch.where(drop.unsqueeze(-1), rejected_R, R))
+        cur = torch.where(take, i, cur)
+        d = depth[i] - 1
+        tokens[:, d] = torch.where(take, x, tokens[:, d])
+        path[:, d] = torch.where(take, i, path[:, d])
+        n_acc = n_acc + take.to(torch.int64)
+
+    y = _sample_inverse_cdf(R, u_sample)
+    tokens.scatter_(1, n_acc.unsqueeze(-1), y.unsqueeze(-1))
+    return tokens, n_acc + 1, path
+
+
+def _check_tree_args(target_probs, draft_probs, tree_tokens, parents):
+    p = _as_float(target_probs, "target_probs")
+    if p.dim() != 3:
+        raise ValueError(f"target_probs must be (B, T+1, V), got {tuple(p.shape)}")
+    B, T1, V = p.shape
+    T = T1 - 1
+    if T < 0:
+        raise ValueError("target_probs needs at least the root row")
+    parents = _check_parents(parents, T)
+    x = tree_tokens.to(device=p.device, dtype=torch.int64)
+    if tuple(x.shape) != (B, T):
+        raise ValueError(f"tree_tokens must be (B, T)=({B}, {T}), got {tuple(x.shape)}")
+    q = None
+    if draft_probs is not None:
+        q = _as_float(draft_probs, "draft_probs").to(p.dtype)
+        if tuple(q.shape) != (B, T, V):
+            raise ValueError(f"draft_probs must be (B, T, V)=({B}, {T}, {V}), got {tuple(q.shape)}")
+    return p, q, x, parents
+
+
+def verify_tree(target_probs, draft_probs, tree_tokens, parents, generator=None):
+    """Multi-step speculative sampling over a token tree (SpecInfer); lossless.
+
+    The tree is the same for every row: ``parents`` (list of T ints, or a 1-D tensor) with
+    parents[i] = -1 for a child of the root and parents[i] < i otherwise. Children of a node are
+    tried in ascending node index.
+
+    target_probs (B, T+1, V): row 0 is the target's distribution after the committed prefix (the
+    root), row i+1 the target's distribution after the path root -> node i.
+    draft_probs (B, T, V) or None. Given: draft_probs[b, i] is the distribution node i's token was
+    drawn from (for a usual drafter, the draft distribution at node i's parent, so siblings share
+    it). Children of a node must be drawn independently of each other (with replacement); they
+    may come from different distributions. None: deterministic children (e.g. the draft's top-k);
+    q is then a point mass on the node's token.
+    tree_tokens (B, T) int64: the token of each node.
+
+    Returns (tokens (B, D+1) int64 padded -1, num_tokens (B,) int64 in [1, D+1],
+    path (B, D) int64 padded -1), D the tree depth (0 for an empty tree): path[b, :num_tokens-1]
+    are the accepted nodes, tokens[b, :num_tokens-1] their tokens, tokens[b, num_tokens-1] the
+    token drawn from the residual at the last accepted node (the target row itself at a leaf).
+
+    Batched over B; a Python loop over the T nodes (each step is O(B*V) tensor work).
+    """
+    p, q, x, parents = _check_tree_args(target_probs, draft_probs, tree_tokens, parents)
+    B, T1, _ = p.shape
+    u_accept = torch.rand((B, T1 - 1), generator=generator, device=p.device, dtype=p.dtype)
+    u_sample = torch.rand((B,), generator=generator, device=p.device, dtype=p.dtype)
+    return _verify_tree_uniforms(p, q, x, parents, u_accept, u_sample)
+
+
+# --------------------------------------------------------------------------- deterministic paths
+
+def _longest_accepted_path(ok: torch.Tensor, parents: list[int]):
+    """ok (B, T) bool: node i passes its own test. A node is on an accepted path if it and all its
+    ancestors pass. Returns (end (B,) int64 node index or -1 for the root, path (B, D), depth
+    of end (B,)). The deepest accepted node wins; ties go to the lowest node index."""
+    B, T = ok.shape
+    depth, D, anc = _tree_tables(parents)
+    dev = ok.device
+    if T == 0:
+        z = torch.zeros(B, dtype=torch.int64, device=dev)
+        return z - 1, torch.full((B, 0), -1, dtype=torch.int64, device=dev), z
+    on_path = torch.zeros_like(ok)
+    for i, a in enumerate(parents):
+        on_path[:, i] = ok[:, i] if a < 0 else ok[:, i] & on_path[:, a]
+    depth_t = torch.tensor(depth, dtype=torch.int64, device=dev)
+    score = torch.where(on_path, depth_t, 0)
+    best_depth = score.max(dim=-1).values
+    best = torch.argmax(score, dim=-1)          # argmax returns the first maximal index
+    end = torch.where(best_depth > 0, best, -1)
+    anc_t = torch.tensor(anc, dtype=torch.int64, device=dev).reshape(T + 1, D)
+    path = anc_t[end + 1]
+    return end, path, best_depth
+
+
+def _emit_path(tree_tokens, end, path, n_acc, last_token):
+    B, D = path.shape
+    safe = path.clamp(min=0)
+    toks = torch.where(path >= 0, tree_tokens.gather(1, safe), -1) if D > 0 else path
+    tokens = torch.cat([toks, torch.full((B, 1), -1, dtype=torch.int64, device=path.device)], 1)
+    tokens.scatter_(1, n_acc.unsqueeze(-1), last_token.unsqueeze(-1))
+    return tokens
+
+
+def verify_tree_greedy(target_logits_or_probs, tree_tokens, parents):
+    """Greedy (temperature 0) tree verification.
+
+    target_logits_or_probs (B, T+1, V) laid out as in ``verify_tree``; tree_tokens (B, T);
+    parents as in ``verify_tree``. Node i matches if its token is the argmax of its parent's row;
+    the accepted path is the longest root path of matching nodes (deepest node; ties: lowest node
+    index, i.e. the first found in node order), then the bonus token is the argmax at its end.
+    Argmax ties go to the lowest token id. Returns (tokens (B, D+1), num_tokens (B,), path (B, D)).
+    """
+    t = target_logits_or_probs
+    if t.dim() != 3:
+        raise ValueError("target_logits_or_probs must be (B, T+1, V)")
+    B, T1, _ = t.shape
+    parents = _check_parents(parents, T1 - 1)
+    x = tree_tokens.to(device=t.device, dtype=torch.int64)
+    if tuple(x.shape) != (B, T1 - 1):
+        raise ValueError(f"tree_tokens must be (B, T)=({B}, {T1 - 1})")
+    a = torch.argmax(t, dim=-1)                                              # (B, T+1)
+    par_rows = torch.tensor([q + 1 for q in parents], dtype=torch.int64, device=t.device)
+    ok = x == a[:, par_rows] if T1 > 1 else torch.zeros((B, 0), dtype=torch.bool, device=t.device)
+    end, path, n_acc = _longest_accepted_path(ok, parents)
+    bonus = a.gather(1, (end + 1).unsqueeze(-1)).squeeze(-1)
+    return _emit_path(x, end, path, n_acc, bonus), n_acc + 1, path
+
+
+def verify_chain_greedy(target_logits_or_probs, draft_tokens):
+    """Greedy (temperature 0) chain verification: accept the longest prefix of drafts that equal
+    the target's argmax, then emit the argmax at the first mismatch (or the bonus position).
+
+    target_logits_or_probs (B, K+1, V), draft_tokens (B, K). Returns (tokens (B, K+1) padded -1,
+    num_tokens (B,) in [1, K+1]). Vectorised (no loops).
+    """
+    t = target_logits_or_probs
+    if t.dim() != 3:
+        raise ValueError("target_logits_or_probs must be (B, K+1, V)")
+    B, K1, _ = t.shape
+    K = K1 - 1
+    x = draft_tokens.to(device=t.device, dtype=torch.int64)
+    if tuple(x.shape) != (B, K):
+        raise ValueError(f"draft_tokens must be (B, K)=({B}, {K})")
+    a = torch.argmax(t, dim=-1)                                              # (B, K+1)
+    n_acc = (x == a[:, :K]).to(torch.int64).cumprod(dim=-1).sum(dim=-1)
+    bonus = a.gather(1, n_acc.unsqueeze(-1)).squeeze(-1)
+    pos = torch.arange(K1, device=t.device)
+    x_pad = torch.cat([x, torch.full((B, 1), -1, dtype=torch.int64, device=t.device)], dim=1)
+    tokens = torch.where(pos < n_acc.unsqueeze(-1), x_pad, -1)
+    tokens = torch.where(pos == n_acc.unsqueeze(-1), bonus.unsqueeze(-1), tokens)
+    return tokens, n_acc + 1
+
+
+# --------------------------------------------------------------------------- typical (LOSSY)
+
+def typical_threshold(probs: torch.Tensor, posterior_threshold: float, posterior_alpha: float):
+    """Medusa's typical-acceptance threshold per row: min(epsilon, delta * exp(-H(p))), with the
+    exact entropy H(p) = -sum p log p (0 log 0 = 0). probs (..., V) -> (...)."""
+    H = -torch.special.xlogy(probs, probs).sum(dim=-1)
+    return torch.clamp(posterior_alpha * torch.exp(-H), max=posterior_threshold)
+
+
+def _verify_tree_typical_uniforms(target_probs, tree_tokens, parents, posterior_threshold,
+                                  posterior_alpha, bonus, u_sample):
+    p = target_probs
+    B, T1, _ = p.shape
+    thr = typical_threshold(p, posterior_threshold, posterior_alpha)         # (B, T+1)
+    if T1 > 1:
+        par_rows = torch.tensor([a + 1 for a in parents], dtype=torch.int64, device=p.device)
+        px = p[:, par_rows].gather(-1, tree_tokens.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        ok = px > thr[:, par_rows]
+    else:
+        ok = torch.zeros((B, 0), dtype=torch.bool, device=p.device)
+    end, path, n_acc = _longest_accepted_path(ok, parents)
+    rows = torch.arange(B, device=p.device)
+    p_end = p[rows, end + 1]
+    if bonus == "greedy":
+        last = torch.argmax(p_end, dim=-1)
+    else:
+        last = _sample_inverse_cdf(_normalise_or(p_end, p_end), u_sample)
+    return _emit_path(tree_tokens, end, path, n_acc, last), n_acc + 1, path
+
+
+def verify_tree_typical_lossy(target_probs, tree_tokens, parents, posterior_threshold=0.09,
+                              posterior_alpha=0.3, bonus="sample", generator=None):
+    """Medusa's typical acceptance over a token tree. LOSSY: the output is NOT distributed as the
+    target's (tests/test_verify_exact.py exhibits a departure); use it only where the speed/quality
+    trade-off is wanted.
+
+    Node i with token x is accepted if p(x) > min(posterior_threshold, posterior_alpha *
+    exp(-H(p))), where p is the target row of i's parent and H its entropy (exact; Medusa's code
+    adds 1e-5 inside the log). The longest root path of accepted nodes is taken (deepest node;
+    ties: the lowest node index, i.e. the first found), then a last token from the target row at
+    its end: sampled (``bonus="sample"``, uses ``generator``) or its argmax (``bonus="greedy"``).
+    Draft probabilities are not used. Shapes as in ``verify_tree``; returns
+    (tokens (B, D+1), num_tokens (B,), path (B, D)).
+    """
+    if bonus not in ("sample", "greedy"):
+        raise ValueError("bonus must be 'sample' or 'greedy'")
+    p, _, x, parents = _check_tree_args(target_probs, None, tree_tokens, parents)
+    u_sample = torch.rand((p.shape[0],), generator=generator, device=p.device, dtype=p.dtype)
+    return _verify_tree_typical_uniforms(p, x, parents, posterior_threshold, posterior_alpha,
+                                         bonus, u_sample)
+
+
+def verify_chain_typical_lossy(target_probs, draft_tokens, posterior_threshold=0.09,
+                               posterior_alpha=0.3, bonus="sample", generator=None):
+    """Medusa's typical acceptance on a chain. LOSSY (see ``verify_tree_typical_lossy``): accept
+    the longest prefix of drafts with p_j(x_j) > min(epsilon, delta * exp(-H(p_j))), then a last
+    token from p at the stop position (sampled, or argmax with ``bonus="greedy"``).
+
+    target_probs (B, K+1, V), draft_tokens (B, K). Returns (tokens (B, K+1), num_tokens (B,)).
+    """
+    K = target_probs.shape[1] - 1
+    tokens, num, _ = verify_tree_typical_lossy(target_probs, draft_tokens, chain_parents(K),
+                                               posterior_threshold, posterior_alpha, bonus,
+                                               generator)
+    return tokens, num

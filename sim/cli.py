@@ -1,0 +1,87 @@
+"""`python -m sim run|sweep TRACE [--out DIR]`: the thin shell around the pure core.
+
+Bad input (a SpecError, a request that can never fit) prints one line naming the file, the key
+path and what was expected, and exits with code 2; never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sim import report as rpt
+from sim.errors import SpecError
+from sim.scheduler import RequestTooLarge
+from sim.simulator import simulate
+from sim.spec import TraceSpec, load_trace
+from sim.table import print_table
+from sim.workload import make_requests
+
+
+def run_trace(trace: TraceSpec, out: Path | None, sweep: bool | None = None, progress: bool = True,
+              console: Console | None = None, fast: bool = True) -> dict:
+    """Simulate every scheme (at every sweep concurrency) and write the report; returns it."""
+    console = console or Console(stderr=True)
+    levels: list[int | None] = list(trace.sweep_concurrency) if (sweep is not False and trace.sweep_concurrency) else [None]
+    if sweep and not trace.sweep_concurrency:
+        raise SpecError(str(trace.path), "sweep.concurrency", "missing: `sweep` needs a list of concurrency levels")
+    t0 = time.time()
+    runs, results = [], {}
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=console, disable=not progress, transient=True)
+    with bar:
+        for conc in levels:
+            workload = make_requests(trace.workload, trace.seed, conc)
+            for scheme in trace.speculation:
+                task = bar.add_task(f"{scheme.label} @ {conc if conc is not None else 'open'}", total=len(workload.requests))
+                try:
+                    res = simulate(trace, scheme, workload, fast=fast,
+                                   progress=lambda done, total, task=task: bar.update(task, completed=done))
+                except RequestTooLarge as exc:
+                    raise SpecError(str(trace.path), "serving", f"{exc}; enlarge the pool (serving.kv_pages, "
+                                    "serving.memory_fraction) or shorten workload lengths") from None
+                entry = rpt.run_entry(trace, scheme, conc, res)
+                runs.append(entry)
+                results[entry["per_request"]] = res
+                bar.remove_task(task)
+    rpt.fill_speedups(runs, trace.speculation[0].label)
+    report = rpt.build(trace, runs)
+    if out is not None:
+        rpt.write(out, report, results, wall={"started_unix": t0, "elapsed_s": time.time() - t0})
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sim", description="Simulate speculative decoding on a trace.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name, help_ in (("run", "simulate a trace (honours its sweep: list)"),
+                        ("sweep", "simulate a trace at each sweep.concurrency level")):
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("trace", type=Path)
+        p.add_argument("--out", type=Path, default=None, help="output folder (default: out/<trace name>)")
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        p.add_argument("--quiet", action="store_true", help="no table")
+        p.add_argument("--step-by-step", action="store_true", help="price every step alone (slow; for checking)")
+    args = ap.parse_args(argv)
+    console = Console(stderr=True)
+    try:
+        trace = load_trace(args.trace)
+        out = args.out or Path("out") / trace.name
+        report = run_trace(trace, out, sweep=True if args.cmd == "sweep" else None,
+                           progress=not args.no_progress and console.is_terminal, console=console,
+                           fast=not args.step_by_step)
+    except SpecError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+        return 2
+    if not args.quiet:
+        print_table(report, Console())
+    Console().print(f"wrote {out / 'report.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

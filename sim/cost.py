@@ -1,0 +1,151 @@
+"""Roofline step cost (DESIGN.md §3): each operation costs max(FLOPs / (peak·η_c), bytes / (BW·η_m))
+plus its launches; a step sums its layers, the LM head, tensor-parallel all-reduces, host overhead,
+allocator operations and KV copies.
+
+Every function takes per-step aggregates that may be Python numbers or numpy arrays of shape
+(steps,), so one call prices a single step or a run of k steps with the same arithmetic.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.hardware import HardwareSpec
+from sim.models import ModelSpec
+
+ACT_BYTES = 2  # activations travel in bf16 on GPUs; the CPU profile overrides nothing here (fp32 is ~2x: calibrated into η_m)
+LOGIT_BYTES = 4  # fp32 logits written per sampled position
+KERNELS_PER_LAYER = 10  # norm, qkv, rope, kv-store, attention, o-proj, norm, gate-up, act, down
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one forward pass over a batch does; fields are scalars or arrays over steps."""
+
+    tokens: object  # query tokens through the layers (prefill chunks + decode + draft/verify nodes)
+    seqs: object  # sequences in the batch
+    pairs: object  # attended (query, key) pairs: Σ over queries of the keys each one sees
+    kv_read: object  # KV tokens read: Σ over sequences of prior context + new tokens
+    lm_tokens: object  # positions whose logits are computed
+
+
+@dataclass(frozen=True)
+class Cost:
+    time: object  # seconds
+    flops: object
+    bytes: object
+    compute_time: object  # Σ of the compute roof over operations
+    memory_time: object  # Σ of the memory roof over operations
+
+
+def compute_dtype(model: ModelSpec) -> str:
+    """fp8 weights compute in fp8, 4-byte weights in fp32, everything else in bf16."""
+    if model.bytes_per_weight == 1:
+        return "fp8"
+    return "fp32" if model.bytes_per_weight >= 4 else "bf16"
+
+
+def expected_experts(experts: int, active: int, tokens):
+    """Expected distinct routed experts touched by `tokens` tokens with uniform top-`active` routing."""
+    return experts * (1.0 - (1.0 - active / experts) ** tokens)
+
+
+def _max(a, b):
+    """Elementwise max that stays a Python float for scalars (a single step pays no numpy overhead)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.maximum(a, b)
+    return a if a > b else b
+
+
+class ForwardCost:
+    """Prices forward passes of one model on one device type; the coefficients are computed once.
+
+    Work is split evenly over `tp` devices; time is one device's. `layers` prices only the first
+    layers (a drafter that is a slice of a model); `lm_head` adds the embedding gather and LM head.
+    """
+
+    def __init__(self, model: ModelSpec, hw: HardwareSpec, tp: int = 1, layers: int | None = None,
+                 lm_head: bool = True):
+        self.model, self.hw, self.tp, self.lm_head = model, hw, tp, lm_head
+        self.fc = hw.peak(compute_dtype(model)) * hw.eta_compute
+        self.bw = hw.mem_bw * hw.eta_memory
+        n = model.layers if layers is None else layers
+        self.n_layers = n
+        self.moe = min(model.moe_layers, n)
+        self.dense = n - self.moe
+        m = model
+        # activations each linear layer reads and writes per token (qkv in/out, o in/out, ffn in/out)
+        qkv_out = (m.heads + 2 * m.kv_heads) * m.head_dim
+        self.act_per_tok = (4 * m.hidden + qkv_out + m.heads * m.head_dim + 3 * m.ffn) * ACT_BYTES / tp
+        dense_params = m.attn_params + m.dense_ffn_params
+        self.dense_flops_per_tok = 2.0 * dense_params / tp
+        self.dense_weight_bytes = dense_params * m.bytes_per_weight / tp
+        self.moe_flops_per_tok = 2.0 * (m.attn_params + (m.active_experts + m.shared_experts) * m.expert_params) / tp
+        self.moe_attn_bytes = m.attn_params * m.bytes_per_weight / tp
+        self.expert_bytes = m.expert_params * m.bytes_per_weight / tp
+        # attention: scores and values over the context; KV read once per sequence, new KV written
+        self.kv_tok = m.kv_elems_per_token_layer * m.bytes_per_kv / tp
+        self.attn_flops_per_pair = m.attn_flops_per_pair / tp
+        self.attn_act_per_tok = 2 * m.heads * m.head_dim * ACT_BYTES / tp
+        self.launch = n * KERNELS_PER_LAYER * hw.launch_s
+        self.allreduce_per_tok = n * 2 * (2 * (tp - 1) / tp * m.hidden * ACT_BYTES / hw.link_bw) if tp > 1 else 0.0
+        self.allreduce_fixed = n * 2 * hw.allreduce_latency_s if tp > 1 else 0.0
+        self.lm_flops_per_tok = 2.0 * m.head_params / tp
+        self.lm_weight_bytes = m.head_params * m.bytes_per_weight / tp
+        self.logit_bytes = m.vocab * LOGIT_BYTES / tp
+        self.embed_bytes_per_tok = m.hidden * m.bytes_per_weight
+
+    def __call__(self, w: Work) -> Cost:
+        m, fc, bw = self.model, self.fc, self.bw
+        tokens = w.tokens
+        act = tokens * self.act_per_tok
+        f_dense = self.dense_flops_per_tok * tokens
+        b_dense = self.dense_weight_bytes + act
+        c_dense, m_dense = f_dense / fc, b_dense / bw
+        f_attn = self.attn_flops_per_pair * w.pairs
+        b_attn = self.kv_tok * (w.kv_read + tokens) + self.attn_act_per_tok * tokens
+        c_attn, m_attn = f_attn / fc, b_attn / bw
+        n, dense, moe = self.n_layers, self.dense, self.moe
+        t = dense * _max(c_dense, m_dense) + n * _max(c_attn, m_attn) + self.launch
+        flops = dense * f_dense + n * f_attn
+        nbytes = dense * b_dense + n * b_attn
+        c_sum = dense * c_dense + n * c_attn
+        m_sum = dense * m_dense + n * m_attn
+        if moe:  # FLOPs of the active experts, bytes of the experts actually touched
+            touched = expected_experts(m.experts, m.active_experts, tokens) + m.shared_experts
+            f_moe = self.moe_flops_per_tok * tokens
+            b_moe = self.moe_attn_bytes + touched * self.expert_bytes + act
+            c_moe, m_moe = f_moe / fc, b_moe / bw
+            t = t + moe * _max(c_moe, m_moe)
+            flops, nbytes = flops + moe * f_moe, nbytes + moe * b_moe
+            c_sum, m_sum = c_sum + moe * c_moe, m_sum + moe * m_moe
+        if self.tp > 1:  # two ring all-reduces per layer of the hidden states
+            t = t + self.allreduce_per_tok * tokens + self.allreduce_fixed
+        if self.lm_head:  # embedding gather + LM head over the sampled positions
+            f_lm = self.lm_flops_per_tok * w.lm_tokens
+            b_lm = self.lm_weight_bytes + self.logit_bytes * w.lm_tokens + self.embed_bytes_per_tok * tokens
+            c_lm, m_lm = f_lm / fc, b_lm / bw
+            t = t + _max(c_lm, m_lm) + 2 * self.hw.launch_s
+            flops, nbytes = flops + f_lm, nbytes + b_lm
+            c_sum, m_sum = c_sum + c_lm, m_sum + m_lm
+        return Cost(time=t, flops=flops, bytes=nbytes, compute_time=c_sum, memory_time=m_sum)
+
+
+def forward_cost(model: ModelSpec, hw: HardwareSpec, tp: int, w: Work, layers: int | None = None,
+                 lm_head: bool = True) -> Cost:
+    """One forward pass of `model` over the batch described by `w` (see ForwardCost)."""
+    return ForwardCost(model, hw, tp, layers, lm_head)(w)
+
+
+def host_time(hw: HardwareSpec, seqs, alloc_ops=0, copy_bytes=0):
+    """Per-step host overhead, allocator operations, and KV copies (read + write) on the device."""
+    return (hw.step_overhead_s + hw.seq_overhead_s * seqs + hw.alloc_op_s * alloc_ops
+            + 2.0 * copy_bytes / (hw.mem_bw * hw.eta_memory))
+
+
+def bound_of(compute_time, memory_time):
+    """Which roof binds: 'compute' or 'memory' (arrays give an array of labels)."""
+    if isinstance(compute_time, np.ndarray) or isinstance(memory_time, np.ndarray):
+        return np.where(compute_time > memory_time, "compute", "memory")
+    return "compute" if compute_time > memory_time else "memory"

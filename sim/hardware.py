@@ -1,0 +1,112 @@
+"""Device specs: datasheet ceilings plus the calibratable efficiency and overhead fields (DESIGN.md §3)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from sim.specio import Node, load_yaml
+
+PRESETS = Path(__file__).with_name("presets") / "hardware.yaml"
+DTYPES = ("fp32", "bf16", "fp8")
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One device. SI units inside (FLOP/s, B/s, bytes, seconds); YAML uses TFLOP/s, TB/s, GB, µs."""
+
+    name: str
+    description: str
+    flops: dict  # dtype -> dense FLOP/s; a dtype absent here runs at the next wider one
+    mem_bw: float  # B/s
+    mem_bytes: float
+    link_bw: float  # B/s per direction, tensor-parallel interconnect
+    devices_per_node: int
+    eta_compute: float  # achievable fraction of peak FLOP/s
+    eta_memory: float  # achievable fraction of peak bandwidth
+    launch_s: float  # per kernel launch
+    step_overhead_s: float  # host work per scheduler step
+    seq_overhead_s: float  # host work per sequence per step (scheduling, sampling bookkeeping)
+    alloc_op_s: float  # one page allocation or free
+    allreduce_latency_s: float
+
+    def peak(self, dtype: str) -> float:
+        """Peak dense FLOP/s for a compute dtype, falling back to the next wider supported one."""
+        for d in DTYPES[DTYPES.index(dtype)::-1]:
+            if d in self.flops:
+                return self.flops[d]
+        raise KeyError(dtype)
+
+    def knee(self, dtype: str = "bf16") -> float:
+        """Roofline knee in FLOP/byte at achievable rates."""
+        return self.peak(dtype) * self.eta_compute / (self.mem_bw * self.eta_memory)
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+_KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
+         "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
+         "seq_overhead_us", "alloc_op_us", "allreduce_latency_us")
+
+
+def preset_names() -> list[str]:
+    return list(load_yaml(PRESETS, "hardware presets"))
+
+
+def hardware_from_node(node: Node, base_dir: Path) -> HardwareSpec:
+    """A preset name, a path to a YAML profile, or a mapping (optionally starting from `preset:`)."""
+    if isinstance(node.value, str):
+        name = node.value
+        presets = load_yaml(PRESETS, "hardware presets")
+        if name in presets:
+            return _build(Node(presets[name], str(PRESETS), name), name)
+        path = (base_dir / name) if not Path(name).is_absolute() else Path(name)
+        if name.endswith((".yaml", ".yml")) or path.exists():
+            data = load_yaml(path, "hardware profile")
+            return _build(Node(data, str(path), ""), path.stem, base_dir=path.parent)
+        raise node.error(f"unknown hardware preset '{name}'; expected one of: {', '.join(presets)} or a path to a YAML profile")
+    return _build(node, "custom", base_dir=base_dir)
+
+
+def _build(node: Node, name: str, base_dir: Path | None = None) -> HardwareSpec:
+    f = node.mapping(_KEYS)
+    merged: dict = {}
+    if "preset" in f:
+        base = hardware_from_node(f["preset"], base_dir or Path("."))
+        name = f"{base.name}+custom" if len(f) > 1 else base.name
+        merged = base.to_dict()
+    elif missing := [k for k in ("tflops", "memory_tb_s", "memory_gb") if k not in f]:
+        raise node.error(f"missing required key '{missing[0]}' (or start from `preset:`)")
+    if "tflops" in f:
+        tf = f["tflops"].mapping(DTYPES)
+        if not tf:
+            raise f["tflops"].error("expected at least one dtype: " + ", ".join(DTYPES))
+        merged["flops"] = {d: tf[d].number(lo=0, lo_open=True, hi=1e6) * 1e12 for d in DTYPES if d in tf}
+
+    def num(key, scale, lo=0.0, hi=None, lo_open=False):
+        if key in f:
+            return f[key].number(lo=lo, hi=hi, lo_open=lo_open) * scale
+        return None
+
+    spec = dict(
+        name=name,
+        description=f["description"].string() if "description" in f else merged.get("description", name),
+        flops=merged.get("flops"),
+        mem_bw=num("memory_tb_s", 1e12, hi=1e3, lo_open=True),
+        mem_bytes=num("memory_gb", 1e9, hi=1e6, lo_open=True),
+        link_bw=num("interconnect_gb_s", 1e9, hi=1e6, lo_open=True),
+        devices_per_node=f["devices_per_node"].integer(lo=1, hi=1024) if "devices_per_node" in f else None,
+        eta_compute=num("eta_compute", 1.0, hi=1.0, lo_open=True),
+        eta_memory=num("eta_memory", 1.0, hi=1.0, lo_open=True),
+        launch_s=num("launch_us", 1e-6, hi=1e6),
+        step_overhead_s=num("step_overhead_us", 1e-6, hi=1e9),
+        seq_overhead_s=num("seq_overhead_us", 1e-6, hi=1e9),
+        alloc_op_s=num("alloc_op_us", 1e-6, hi=1e6),
+        allreduce_latency_s=num("allreduce_latency_us", 1e-6, hi=1e6),
+    )
+    defaults = dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,
+                    step_overhead_s=0.0, seq_overhead_s=0.0, alloc_op_s=0.0, allreduce_latency_s=0.0)
+    for key, value in list(spec.items()):
+        if value is None:
+            spec[key] = merged.get(key, defaults.get(key))
+    return HardwareSpec(**spec)

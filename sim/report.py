@@ -1,0 +1,71 @@
+"""report.json (DESIGN.md §5), the per-request and per-step CSVs, and the terminal table."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from sim.metrics import request_arrays, summarize
+from sim.simulator import RunResult
+from sim.spec import TraceSpec
+from sim.steplog import COLUMNS
+
+REQUEST_COLUMNS = ("id", "arrival", "first_token", "finish", "prompt_tokens", "output_tokens", "steps", "preemptions")
+INT_COLUMNS = {"id", "prompt_tokens", "output_tokens", "steps", "preemptions", "batch_size", "query_tokens",
+               "context_tokens", "accepted", "page_allocs", "page_frees"}
+
+
+def run_entry(trace: TraceSpec, scheme, concurrency: int | None, result: RunResult) -> dict:
+    tag = f"{scheme.label}-{concurrency if concurrency is not None else 'open'}"
+    return {
+        "scheme": scheme.name, "label": scheme.label, "concurrency": concurrency, "params": scheme.params(),
+        "summary": summarize(result, trace),
+        "per_request": f"runs/{tag}-requests.csv", "per_step": f"runs/{tag}-steps.csv",
+    }
+
+
+def fill_speedups(runs: list[dict], baseline_label: str) -> None:
+    """speedup_vs_baseline: throughput over the first scheme's at the same concurrency."""
+    base = {r["concurrency"]: r["summary"]["throughput_tok_s"] for r in runs if r["label"] == baseline_label}
+    for r in runs:
+        b = base.get(r["concurrency"])
+        r["summary"]["speedup_vs_baseline"] = r["summary"]["throughput_tok_s"] / b if b else None
+
+
+def build(trace: TraceSpec, runs: list[dict], producer: str = "sim") -> dict:
+    hw = trace.hardware.to_dict()
+    return {
+        "version": 1, "trace": trace.name, "producer": producer,
+        "hardware": hw, "model": trace.model.to_dict(),
+        "parallel": {"tp": trace.tp}, "kv_pages": trace.num_pages,
+        "runs": runs,
+    }
+
+
+def _csv(columns: dict[str, np.ndarray], names) -> str:
+    """CSV with floats at full precision (repr round-trips), built column by column."""
+    parts = []
+    for name in names:
+        col = columns[name]
+        if name in INT_COLUMNS:
+            col = col.astype(np.int64)
+        parts.append(map(str if col.dtype.kind != "f" else repr, col.tolist()))
+    return ",".join(names) + "\n" + "".join(line + "\n" for line in map(",".join, zip(*parts)))
+
+
+def write(out: Path, report: dict, results: dict[str, RunResult], wall: dict | None = None) -> Path:
+    """Write report.json and each run's CSVs under `out`; returns the report's path."""
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    for entry in report["runs"]:
+        res = results[entry["per_request"]]
+        (out / entry["per_request"]).write_text(_csv(request_arrays(res), REQUEST_COLUMNS))
+        (out / entry["per_step"]).write_text(_csv(res.steps.columns(), COLUMNS))
+    doc = dict(report)
+    if wall is not None:
+        doc["wall_clock"] = wall  # the only field that differs between two runs of the same trace
+    path = out / "report.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,277 @@
+"""Continuous batching over a paged KV pool (DESIGN.md §2, §10): one policy for both executors.
+
+Each step: running sequences first (decode, or their next prefill chunk), then new admissions,
+within `max_num_seqs` and `max_num_batched_tokens`; KV pages are checked for the whole batch and
+sequences are preempted from the tail (recompute) when the pool runs short. The scheme's planner
+says how many draft nodes each decoding sequence verifies; after the step the executor reports
+which drafted nodes were accepted. No simpy, no torch, no notion of time beyond the `now` stamps.
+
+Token accounting (as in vLLM): a sequence has `num_tokens` = prompt + generated tokens and
+`computed` of them have KV. A step feeds `num_tokens - computed` (or a prefill chunk of it); when
+it reaches the end, the step samples one new token, plus the accepted drafts when it verified a
+draft tree. A preempted sequence recomputes all its tokens as one longer prompt.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from sim.kv import KVAllocator
+from sim.spec import ServingSpec
+from sim.workload import Request
+
+Planner = Callable[[int, int], tuple]  # (batch_size, remaining tokens) -> draft tree parents
+
+
+class SeqState:
+    """One request's progress through the replica."""
+
+    __slots__ = ("id", "request", "prompt", "output", "generated", "computed", "first_token", "finish",
+                 "steps", "preemptions", "admitted", "arrival")
+
+    def __init__(self, request: Request, arrival: float):
+        self.id = request.id
+        self.arrival = arrival
+        self.request = request
+        self.prompt = request.prompt_tokens
+        self.output = request.output_tokens
+        self.generated = 0
+        self.computed = 0
+        self.first_token: float | None = None
+        self.finish: float | None = None
+        self.steps = 0
+        self.preemptions = 0
+        self.admitted = False
+
+    @property
+    def num_tokens(self) -> int:
+        return self.prompt + self.generated
+
+    @property
+    def remaining(self) -> int:
+        return self.output - self.generated
+
+
+@dataclass
+class Batch:
+    """One scheduled step. Lists are parallel, one entry per scheduled sequence."""
+
+    seqs: list[SeqState]
+    query: list[int]  # committed query tokens: a prefill chunk, or 1 (the last sampled token) for decode
+    trees: list[tuple]  # draft tree parents per sequence (empty: nothing drafted)
+    samples: list[bool]  # whether the step ends this sequence's pending tokens and samples
+    decode: list[bool]  # a decode step (the sequence had sampled before), as opposed to prefill
+    context: list[int]  # KV tokens each sequence had before the step
+    slots: list[list[int]] = field(default_factory=list)  # KV slots of the query tokens, then the draft nodes
+    repeat: int = 1  # a run of identical decode steps (see Scheduler.extend)
+    page_allocs: int = 0  # pool operations caused while scheduling this step
+    page_frees: int = 0
+    preempted: list[SeqState] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return len(self.seqs)
+
+    def aggregates(self) -> tuple[int, int, int, int, int]:
+        """(tokens, pairs, kv_read, lm_tokens, nodes) for the cost model, summed over sequences."""
+        tokens = pairs = kv_read = lm = nodes = 0
+        for q, tree, ctx, smp in zip(self.query, self.trees, self.context, self.samples):
+            t = len(tree)
+            tokens += q + t
+            kv_read += ctx + q
+            # causal queries see the context plus their predecessors; a tree node sees its ancestors
+            pairs += q * ctx + q * (q + 1) // 2 + t * (ctx + q) + _tree_depth_sum(tree)
+            if smp:
+                lm += 1 + t
+            nodes += t
+        return tokens, pairs, kv_read, lm, nodes
+
+
+def _tree_depth_sum(parents: Sequence[int]) -> int:
+    """Σ over nodes of (depth): how many drafted ancestors-or-self each node attends to."""
+    depth: list[int] = []
+    for p in parents:
+        depth.append(1 if p < 0 else depth[p] + 1)
+    return sum(depth)
+
+
+class RequestTooLarge(Exception):
+    """A request that can never fit the KV pool (its prompt + output exceed every page)."""
+
+
+class Scheduler:
+    def __init__(self, serving: ServingSpec, num_pages: int, kv_bytes_per_token: int, planner: Planner | None = None,
+                 max_nodes: int = 0):
+        self.cfg = serving
+        self.kv = KVAllocator(num_pages, serving.page_size, serving.paging, kv_bytes_per_token)
+        self.planner = planner
+        self.max_nodes = max_nodes
+        self.waiting: deque[SeqState] = deque()
+        self.running: list[SeqState] = []
+        self.preemptions = 0
+
+    # ---- intake ----------------------------------------------------------------------------
+    def add(self, request: Request, now: float) -> SeqState:
+        seq = SeqState(request, now)
+        worst = request.prompt_tokens + request.output_tokens + self.max_nodes
+        pages = -(-worst // self.cfg.page_size)
+        if pages > self.kv.num_pages:
+            raise RequestTooLarge(
+                f"request {request.id} needs {pages} KV pages ({worst} tokens) but the pool has {self.kv.num_pages}")
+        self.waiting.append(seq)
+        return seq
+
+    @property
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    # ---- one step ---------------------------------------------------------------------------
+    def schedule(self, now: float) -> Batch | None:
+        cfg = self.cfg
+        kv = self.kv
+        budget = cfg.max_num_batched_tokens
+        plan: list[tuple[SeqState, int, tuple]] = []
+        for seq in self.running:
+            if budget <= 0:
+                break
+            pending = seq.num_tokens - seq.computed
+            if pending == 1:
+                tree = self.planner(len(self.running), seq.remaining) if self.planner else ()
+                if len(tree) + 1 > budget:
+                    tree = ()
+                plan.append((seq, 1, tree))
+                budget -= 1 + len(tree)
+            else:
+                q = min(pending, budget) if cfg.chunked_prefill else pending
+                if q > budget and plan:
+                    continue
+                plan.append((seq, q, ()))
+                budget -= q
+        preempted = self._fit(plan)
+        free = self._free
+        while self.waiting and len(self.running) < cfg.max_num_seqs and budget > 0:
+            seq = self.waiting[0]
+            pending = seq.num_tokens - seq.computed
+            q = min(pending, budget) if cfg.chunked_prefill else pending
+            if q > budget and plan:
+                break
+            need = kv.pages_needed(seq.id, q)
+            if need > free:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            seq.admitted = True
+            plan.append((seq, q, ()))
+            budget -= q
+            free -= need
+        if not plan:
+            return None
+        allocs0, frees0 = kv.stats.page_allocs, kv.stats.page_frees
+        batch = Batch(seqs=[], query=[], trees=[], samples=[], decode=[], context=[], preempted=preempted)
+        for seq, q, tree in plan:
+            slots = kv.grow(seq.id, q)
+            if tree:
+                slots = slots + kv.speculate(seq.id, list(tree))
+            batch.seqs.append(seq)
+            batch.query.append(q)
+            batch.trees.append(tree)
+            batch.samples.append(seq.computed + q == seq.num_tokens)
+            batch.decode.append(q == 1 and seq.generated > 0 and seq.computed + 1 == seq.num_tokens)
+            batch.context.append(seq.computed)
+            batch.slots.append(slots)
+        batch.page_allocs = kv.stats.page_allocs - allocs0
+        batch.page_frees = kv.stats.page_frees - frees0
+        return batch
+
+    def _fit(self, plan: list[tuple[SeqState, int, tuple]]) -> list[SeqState]:
+        """Preempt from the tail of the running list until the planned step's pages fit; leaves
+        the pages still free after the plan in self._free."""
+        kv = self.kv
+        preempted = []
+        while True:
+            need = 0
+            for s, q, t in plan:
+                need += kv.pages_needed(s.id, q + len(t))
+            if need <= kv.free_pages() or not plan:
+                self._free = kv.free_pages() - need
+                return preempted
+            victim = self.running.pop()
+            plan[:] = [p for p in plan if p[0] is not victim]
+            self._preempt(victim)
+            preempted.append(victim)
+
+    def _preempt(self, seq: SeqState) -> None:
+        self.kv.release(seq.id)
+        seq.computed = 0
+        seq.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(seq)
+
+    # ---- decode runs (simulator fast path) --------------------------------------------------
+    def run_limit(self, batch: Batch) -> int:
+        """How many identical plain-decode steps this batch may repeat before anything changes:
+        1 unless every sequence decodes without drafts and nothing waits to be admitted; otherwise
+        up to the step in which the first sequence finishes, within the free pages."""
+        if batch.preempted or any(batch.trees) or not all(q == 1 and smp and s.generated > 0
+                                                                 for q, smp, s in zip(batch.query, batch.samples, batch.seqs)):
+            return 1
+        if self.waiting and len(self.running) < self.cfg.max_num_seqs:
+            return 1
+        k = min(s.remaining for s in batch.seqs)
+        if k <= 1:
+            return 1
+        free = self.kv.free_pages()
+        while k > 1 and sum(self.kv.pages_needed(s.id, k - 1) for s in batch.seqs) > free:
+            k //= 2
+        return max(k, 1)
+
+    def run_allocs(self, batch: Batch, k: int) -> list[int]:
+        """Page allocations at each step of a k-step decode run of this batch (step 0's were made
+        at schedule time). Pure: changes nothing."""
+        per_step = [0] * k
+        per_step[0] = batch.page_allocs
+        ps = self.cfg.page_size
+        kv = self.kv
+        for seq in batch.seqs:
+            # slots the sequence still holds free after step 0's token; step j needs a page at j = room+1, +ps, ...
+            room = kv.pages_owned(seq.id) * ps - kv.length(seq.id)
+            for j in range(room + 1, k, ps):
+                per_step[j] += 1
+        return per_step
+
+    def extend(self, batch: Batch, k: int) -> None:
+        """Turn a scheduled decode step into a run of k identical steps (k <= run_limit)."""
+        if k > 1:
+            for seq in batch.seqs:
+                self.kv.grow(seq.id, k - 1)
+            batch.repeat = k
+
+    # ---- after the step ---------------------------------------------------------------------
+    def commit(self, batch: Batch, accepted: Sequence[Sequence[int]] | None, now: float) -> list[SeqState]:
+        """Record the step's outcome. `accepted[i]` is the accepted root path of sequence i's
+        draft tree (node indices; empty when every draft was rejected or nothing was drafted).
+        Returns the sequences that finished."""
+        kv = self.kv
+        k = batch.repeat
+        finished = []
+        for i, seq in enumerate(batch.seqs):
+            path = accepted[i] if (accepted is not None and batch.trees[i]) else ()
+            if batch.trees[i]:
+                kv.commit(seq.id, list(path))
+            seq.computed += batch.query[i] * k + len(path)
+            seq.steps += k
+            if batch.samples[i]:
+                new = (len(path) + 1) if k == 1 else k
+                assert new <= seq.remaining, "a step may not emit past the requested output"
+                if seq.generated == 0:
+                    seq.first_token = now
+                seq.generated += new
+                if seq.generated >= seq.output:
+                    seq.finish = now
+                    kv.release(seq.id)
+                    finished.append(seq)
+        if finished:
+            done = set(id(s) for s in finished)
+            self.running = [s for s in self.running if id(s) not in done]
+        return finished

@@ -1,0 +1,168 @@
+"""The SimPy executor (DESIGN.md §2): the only file that imports simpy.
+
+An arrivals process feeds the scheduler; a replica process loops
+schedule → step cost → timeout → acceptance → commit on a simulated clock. A batch of plain decode
+steps that nothing can change (no arrival admitted, no sequence finishing, no page shortage) is
+priced and advanced as one run of k steps with the same arithmetic, vectorised over the run; the
+per-step rows are identical to stepping one at a time (tests/test_simulator.py checks this).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import simpy
+
+from sim.cost import ForwardCost, Work, bound_of, host_time
+from sim.kv import AllocatorStats
+from sim.scheduler import Scheduler, SeqState
+from sim.schemes.base import Scheme
+from sim.spec import TraceSpec
+from sim.steplog import StepLog
+from sim.workload import Workload
+
+
+@dataclass
+class RunResult:
+    seqs: list[SeqState]
+    steps: StepLog
+    allocator: AllocatorStats
+    preemptions: int
+    duration: float  # simulated seconds until the last request finished
+    decode_seq_steps: int  # sequence-steps that sampled after a decode (for mean accepted tokens)
+    decode_tokens: int  # tokens those sequence-steps committed
+
+
+class Replica:
+    def __init__(self, trace: TraceSpec, scheme: Scheme, workload: Workload, fast: bool = True,
+                 progress: Callable[[int, int], None] | None = None):
+        self.trace = trace
+        self.scheme = scheme
+        self.workload = workload
+        self.fast = fast
+        self.progress = progress
+        self.env = simpy.Environment()
+        self.sched = Scheduler(trace.serving, trace.num_pages, int(trace.model.kv_bytes_per_token),
+                               planner=scheme.tree if scheme.max_nodes() else None, max_nodes=scheme.max_nodes())
+        self.target_cost = ForwardCost(trace.model, trace.hardware, trace.tp)
+        self.rng = np.random.default_rng(np.random.SeedSequence([trace.seed, 1]))
+        self.log = StepLog()
+        self.seqs: list[SeqState] = []
+        self.pending = list(reversed(workload.requests))  # not yet arrived, next at the end
+        self.wakeup: simpy.Event | None = None
+        self.done = 0
+        self.decode_seq_steps = 0
+        self.decode_tokens = 0
+        self._charged = (0, 0, 0)  # allocator (allocs, frees, copy bytes) already priced
+
+    # ---- processes --------------------------------------------------------------------------
+    def _arrive(self, n: int = 1) -> None:
+        for _ in range(min(n, len(self.pending))):
+            self.seqs.append(self.sched.add(self.pending.pop(), self.env.now))
+        if self.wakeup is not None and not self.wakeup.triggered:
+            self.wakeup.succeed()
+
+    def arrivals(self):
+        while self.pending:
+            gap = self.pending[-1].arrival - self.env.now
+            if gap > 0:
+                yield self.env.timeout(gap)
+            self._arrive()
+
+    def replica(self):
+        total = len(self.workload.requests)
+        while self.done < total:
+            batch = self.sched.schedule(self.env.now)
+            if batch is None:
+                self.wakeup = self.env.event()
+                yield self.wakeup
+                continue
+            _, dt = self._price(batch)
+            yield self.env.timeout(dt)
+            accepted = self.scheme.accept(batch, self.rng) if any(batch.trees) else None
+            finished = self.sched.commit(batch, accepted, self.env.now)
+            self._count_decode(batch, accepted)
+            self.done += len(finished)
+            if self.workload.closed_concurrency:
+                self._arrive(len(finished))
+            if finished and self.progress:
+                self.progress(self.done, total)
+
+    # ---- pricing ----------------------------------------------------------------------------
+    def _price(self, batch):
+        """Price the scheduled step, or the longest undisturbed run of it; returns (k, total seconds)."""
+        tr = self.trace
+        sched = self.sched
+        st = sched.kv.stats
+        k = sched.run_limit(batch) if self.fast else 1
+        tokens, pairs, kv_read, lm, _ = batch.aggregates()
+        B = batch.size
+        # pool operations since the last priced step (a naive commit's frees and copies land here)
+        allocs0 = st.page_allocs - self._charged[0]
+        frees0 = st.page_frees - self._charged[1]
+        copy = st.kv_copy_bytes - self._charged[2]
+        now = self.env.now
+        if k > 1:  # a decode run: every sequence's context grows by one token per step
+            j = np.arange(k)
+            work = Work(tokens=tokens, seqs=B, pairs=pairs + j * B, kv_read=kv_read + j * B, lm_tokens=lm)
+            allocs = np.asarray(sched.run_allocs(batch, k), dtype=np.int64)
+            allocs[0] = allocs0
+            frees = np.zeros(k, dtype=np.int64)
+            frees[0] = frees0
+        else:
+            work = Work(tokens=tokens, seqs=B, pairs=pairs, kv_read=kv_read, lm_tokens=lm)
+            allocs, frees = allocs0, frees0
+        main = self.target_cost(work)
+        draft = self.scheme.draft_cost(batch, tr)
+        dt = main.time + draft.time + host_time(tr.hardware, B, allocs + frees, copy)
+        if k > 1:
+            dt = dt - (copy * 2.0 / (tr.hardware.mem_bw * tr.hardware.eta_memory)) * (j > 0)  # copies: step 0 only
+            if self.pending and len(sched.running) < tr.serving.max_num_seqs:
+                # stop at the first step that ends at or after the next arrival, which may join then
+                ends = np.cumsum(dt)
+                k = int(min(k, np.searchsorted(ends, self.pending[-1].arrival - now) + 1))
+            dt, allocs, frees, j = dt[:k], allocs[:k], frees[:k], j[:k]
+            starts = now + np.concatenate(([0.0], np.cumsum(dt)[:-1]))
+            sl = lambda x: x[:k] if isinstance(x, np.ndarray) else x  # noqa: E731
+            self.log.append(k, starts, dt, B, tokens, kv_read + j * B - tokens, sl(main.flops + draft.flops),
+                            sl(main.bytes + draft.bytes),
+                            bound_of(sl(main.compute_time + draft.compute_time), sl(main.memory_time + draft.memory_time)),
+                            0, allocs, frees)
+            total = float(dt.sum())
+        else:
+            self.log.append(1, now, dt, B, tokens, kv_read - tokens, main.flops + draft.flops, main.bytes + draft.bytes,
+                            bound_of(main.compute_time + draft.compute_time, main.memory_time + draft.memory_time),
+                            0, allocs, frees)
+            total = dt
+        sched.extend(batch, k)
+        self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
+        return k, total
+
+    def _count_decode(self, batch, accepted) -> None:
+        acc = 0
+        for i, seq in enumerate(batch.seqs):
+            if batch.decode[i]:
+                n = len(accepted[i]) if (accepted is not None and batch.trees[i]) else 0
+                self.decode_seq_steps += batch.repeat
+                self.decode_tokens += (n + 1) * batch.repeat
+                acc += n
+        if acc:
+            self.log.set_last("accepted", acc)
+
+    def run(self) -> RunResult:
+        if self.workload.closed_concurrency:
+            self._arrive(self.workload.closed_concurrency)
+        else:
+            self.env.process(self.arrivals())
+        proc = self.env.process(self.replica())
+        self.env.run(until=proc)
+        st = self.sched.kv.stats
+        return RunResult(seqs=sorted(self.seqs, key=lambda s: s.id), steps=self.log, allocator=st,
+                         preemptions=self.sched.preemptions, duration=self.env.now,
+                         decode_seq_steps=self.decode_seq_steps, decode_tokens=self.decode_tokens)
+
+
+def simulate(trace: TraceSpec, scheme: Scheme, workload: Workload, fast: bool = True,
+             progress: Callable[[int, int], None] | None = None) -> RunResult:
+    return Replica(trace, scheme, workload, fast=fast, progress=progress).run()
