@@ -62,7 +62,8 @@ def warp(logits: torch.Tensor, temperature: float, top_k: int | None = None,
     if top_p is not None and float(top_p) < 1.0:
         probs = torch.softmax(x, dim=-1)
         sorted_p, order = torch.sort(probs, dim=-1, descending=True, stable=True)
-        mass_before = torch.cumsum(sorted_p, dim=-1) - sorted_p   # exclusive prefix sums
+        csum = torch.cumsum(sorted_p, dim=-1)
+        mass_before = torch.cat([torch.zeros_like(csum[..., :1]), csum[..., :-1]], dim=-1)
         drop_sorted = mass_before >= float(top_p)
         drop_sorted[..., 0] = False                                # always keep the top token
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)

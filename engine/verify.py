@@ -36,15 +36,14 @@ Conventions shared by every function here
   that is probability min(1, p(x)/q(x)). For q(x) = 0 (an impossible draw under q, which only an
   inconsistent drafter can produce) it accepts iff p(x) > 0. Such draws have probability zero
   under q, so what is done with them cannot change the output law; the rule chosen never emits a
-  token the target gives probability 0.
+  token the target gives probability 0. Trees keep the running residual R unnormalised with mass
+  Z = sum(R) and test ``u * q(x) * Z < R(x)`` (the same probability, min(1, (R(x)/Z) / q(x))).
 * Sampling a token from weights w uses the inverse CDF: the first index whose cumulative weight
   exceeds u * sum(w). A token of weight 0 is never returned. If the residual max(0, p - q) is all
   zero (p == q, where rejection has probability 0 and only rounding can get there), the token is
   drawn from the distribution R held before the update (for a chain: p) instead of dividing by 0.
 """
 from __future__ import annotations
-
-from typing import Sequence
 
 import torch
 
@@ -56,6 +55,7 @@ __all__ = [
     "verify_chain_typical_lossy",
     "verify_tree_typical_lossy",
     "chain_parents",
+    "typical_threshold",
 ]
 
 
@@ -69,24 +69,28 @@ def _as_float(t: torch.Tensor, name: str) -> torch.Tensor:
     return t
 
 
-def _sample_inverse_cdf(w: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+def _sample_inverse_cdf(w: torch.Tensor, u: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     """Index drawn from non-negative weights w (B, V) with uniforms u (B,) in [0, 1).
 
     Returns the first index i with cumsum(w)[i] > u * total. The threshold is clamped below the
-    total, so the index is always < V and always has w[i] > 0 (if total > 0).
+    total, so the index is always < V and always has w[i] > 0 (if total > 0). With ``inplace``
+    the cumulative sums overwrite w (saves a (B, V) buffer).
     """
-    c = torch.cumsum(w, dim=-1)
+    c = w.cumsum_(dim=-1) if inplace else torch.cumsum(w, dim=-1)
     total = c[:, -1:]
     t = u.to(w.dtype).unsqueeze(-1) * total
     t = torch.minimum(t, torch.nextafter(total, torch.full_like(total, float("-inf"))))
     return torch.searchsorted(c, t.contiguous(), right=True).squeeze(-1).clamp_(max=w.shape[-1] - 1)
 
 
-def _normalise_or(r: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
-    """r / r.sum(-1) row-wise, or ``fallback`` for rows whose sum is 0."""
-    s = r.sum(dim=-1, keepdim=True)
-    ok = s > 0
-    return torch.where(ok, r / torch.where(ok, s, torch.ones_like(s)), fallback)
+def _select_rows(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """t (B, N, V), idx (B,) -> t[b, idx[b]] (B, V) as a new tensor (index_select when t is
+    contiguous: one row copy per b)."""
+    B, N, V = t.shape
+    if t.is_contiguous():
+        flat = torch.arange(B, device=t.device) * N + idx
+        return t.view(B * N, V).index_select(0, flat)
+    return t[torch.arange(B, device=t.device), idx]
 
 
 def chain_parents(K: int) -> list[int]:
@@ -137,7 +141,6 @@ def _verify_chain_uniforms(target_probs, draft_probs, draft_tokens, u_accept, u_
     B, K1, V = p.shape
     K = K1 - 1
     x = draft_tokens
-    rows = torch.arange(B, device=p.device)
 
     if K > 0:
         px = p[:, :K].gather(-1, x.unsqueeze(-1)).squeeze(-1)                  # (B, K)
@@ -150,20 +153,31 @@ def _verify_chain_uniforms(target_probs, draft_probs, draft_tokens, u_accept, u_
     else:
         n_acc = torch.zeros(B, dtype=torch.int64, device=p.device)
 
-    p_sel = p[rows, n_acc]                                                      # (B, V)
+    # One (B, V) row per batch row: the distribution the last token is drawn from. Built with
+    # as few full passes and buffers as possible (this is the memory-bound part).
+    w = _select_rows(p, n_acc)                          # (B, V) copy: p at the stop position
+    fallback_tok = None
     if K > 0:
-        full = (n_acc == K).unsqueeze(-1)
+        not_full = n_acc < K
         j = n_acc.clamp(max=K - 1)
         if draft_probs is None:
+            # residual max(0, p - point mass at x_j) is p with x_j's entry zeroed
             xj = x.gather(1, j.unsqueeze(-1))
-            resid = p_sel.scatter(1, xj, 0.0)
+            wx = w.gather(1, xj)
+            w.scatter_(1, xj, torch.where(not_full.unsqueeze(-1), 0.0, wx))
+            # if nothing is left, p was a point mass on x_j: the fallback p emits x_j itself
+            fallback_tok = xj.squeeze(-1)
         else:
-            resid = torch.clamp(p_sel - draft_probs[rows, j], min=0.0)
-        resid = torch.where(full, p_sel, resid)
-        w = torch.where(resid.sum(-1, keepdim=True) > 0, resid, p_sel)
-    else:
-        w = p_sel
-    y = _sample_inverse_cdf(w, u_sample)
+            q_sel = _select_rows(draft_probs, j)        # (B, V) copy
+            coef = torch.where(not_full, -1.0, 0.0).to(p.dtype).unsqueeze(-1)
+            p_sel = w
+            w = torch.addcmul(p_sel, q_sel, coef, out=q_sel).clamp_min_(0.0)   # p - q, or p
+            bad = w.sum(dim=-1, keepdim=True) <= 0      # p == q: fall back to p
+            w.addcmul_(p_sel, bad.to(p.dtype))
+    y = _sample_inverse_cdf(w, u_sample, inplace=True)
+    if fallback_tok is not None:
+        bad = (w[:, -1] <= 0) & not_full                 # w now holds the cumulative sums
+        y = torch.where(bad, fallback_tok, y)
 
     pos = torch.arange(K + 1, device=p.device)
     x_pad = torch.cat([x, torch.full((B, 1), -1, dtype=torch.int64, device=p.device)], dim=1)
@@ -223,8 +237,13 @@ def _verify_tree_uniforms(target_probs, draft_probs, tree_tokens, parents, u_acc
     dev = p.device
     u_accept = u_accept.to(p.dtype)
 
+    # R is the running residual at the current node, kept unnormalised with mass Z (so the
+    # normalised residual is R / Z): a rejection of a deterministic child then touches one entry
+    # per row, and a sampled child's update max(0, R/Z - q) is done as max(0, R - Z q).
     cur = torch.full((B,), -1, dtype=torch.int64, device=dev)      # current node (-1 = root)
-    R = _normalise_or(p[:, 0], p[:, 0])                             # running residual at cur
+    Zp = p.sum(dim=-1)                                              # (B, T+1) row masses
+    R = p[:, 0].clone()
+    Z = Zp[:, 0].clone()
     tokens = torch.full((B, D + 1), -1, dtype=torch.int64, device=dev)
     path = torch.full((B, D), -1, dtype=torch.int64, device=dev)
     n_acc = torch.zeros(B, dtype=torch.int64, device=dev)
@@ -232,28 +251,38 @@ def _verify_tree_uniforms(target_probs, draft_probs, tree_tokens, parents, u_acc
     for i in range(T):
         par = parents[i]
         active = cur == par                                          # rows trying node i now
-        x = tree_tokens[:, i]
-        Rx = R.gather(1, x.unsqueeze(-1)).squeeze(-1)
+        x = tree_tokens[:, i:i + 1]
+        Rx = R.gather(1, x).squeeze(-1)
         if draft_probs is None:
-            acc = u_accept[:, i] < Rx
-            rejected_R = R.scatter(1, x.unsqueeze(-1), 0.0)
+            acc = u_accept[:, i] * Z < Rx                           # prob R(x) / Z
+            drop = active & ~acc
+            R.scatter_(1, x, torch.where(drop, 0.0, Rx).unsqueeze(-1))
+            Znew = R.sum(dim=-1)
+            # nothing left: R was a point mass on x (rejected with probability 0); keep R
+            bad = drop & (Znew <= 0)
+            R.scatter_(1, x, torch.where(bad | ~drop, Rx, 0.0).unsqueeze(-1))
         else:
             q = draft_probs[:, i]
-            qx = q.gather(1, x.unsqueeze(-1)).squeeze(-1)
-            acc = u_accept[:, i] * qx < Rx
-            rejected_R = torch.clamp(R - q, min=0.0)
-        rejected_R = _normalise_or(rejected_R, R)
+            qx = q.gather(1, x).squeeze(-1)
+            acc = u_accept[:, i] * qx * Z < Rx                      # prob min(1, R(x)/(Z q(x)))
+            drop = active & ~acc
+            R.addcmul_(q, torch.where(drop, -Z, 0.0).unsqueeze(-1)).clamp_min_(0.0)
+            Znew = R.sum(dim=-1)
+            # nothing left: R/Z <= q everywhere, i.e. R/Z == q (rejection had probability 0);
+            # keep R, which is Z q
+            bad = drop & (Znew <= 0)
+            R.addcmul_(q, torch.where(bad, Z, 0.0).unsqueeze(-1))
+        Z = torch.where(bad, Z, Znew)
         take = active & acc
-        drop = active & ~acc
-        child_R = _normalise_or(p[:, i + 1], p[:, i + 1])
-        R = torch.where(take.unsqueeze(-1), child_R, torch.where(drop.unsqueeze(-1), rejected_R, R))
+        torch.where(take.unsqueeze(-1), p[:, i + 1], R, out=R)
+        Z = torch.where(take, Zp[:, i + 1], Z)
         cur = torch.where(take, i, cur)
         d = depth[i] - 1
-        tokens[:, d] = torch.where(take, x, tokens[:, d])
+        tokens[:, d] = torch.where(take, x.squeeze(-1), tokens[:, d])
         path[:, d] = torch.where(take, i, path[:, d])
         n_acc = n_acc + take.to(torch.int64)
 
-    y = _sample_inverse_cdf(R, u_sample)
+    y = _sample_inverse_cdf(R, u_sample, inplace=True)
     tokens.scatter_(1, n_acc.unsqueeze(-1), y.unsqueeze(-1))
     return tokens, n_acc + 1, path
 
@@ -408,7 +437,8 @@ def _verify_tree_typical_uniforms(target_probs, tree_tokens, parents, posterior_
     thr = typical_threshold(p, posterior_threshold, posterior_alpha)         # (B, T+1)
     if T1 > 1:
         par_rows = torch.tensor([a + 1 for a in parents], dtype=torch.int64, device=p.device)
-        px = p[:, par_rows].gather(-1, tree_tokens.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        rows = torch.arange(B, device=p.device).unsqueeze(-1)
+        px = p[rows, par_rows.unsqueeze(0), tree_tokens]                        # (B, T)
         ok = px > thr[:, par_rows]
     else:
         ok = torch.zeros((B, 0), dtype=torch.bool, device=p.device)
@@ -418,7 +448,7 @@ def _verify_tree_typical_uniforms(target_probs, tree_tokens, parents, posterior_
     if bonus == "greedy":
         last = torch.argmax(p_end, dim=-1)
     else:
-        last = _sample_inverse_cdf(_normalise_or(p_end, p_end), u_sample)
+        last = _sample_inverse_cdf(p_end, u_sample, inplace=True)
     return _emit_path(tree_tokens, end, path, n_acc, last), n_acc + 1, path
 
 

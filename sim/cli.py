@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim import report as rpt
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                            progress=not args.no_progress and console.is_terminal, console=console,
                            fast=not args.step_by_step)
     except SpecError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
         return 2
     if not args.quiet:
         print_table(report, Console())

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from sim.specio import Node, load_yaml
+from sim.specio import Node, is_file, load_yaml
 
 PRESETS = Path(__file__).with_name("presets") / "hardware.yaml"
 DTYPES = ("fp32", "bf16", "fp8")
@@ -53,7 +53,7 @@ def preset_names() -> list[str]:
     return list(load_yaml(PRESETS, "hardware presets"))
 
 
-def hardware_from_node(node: Node, base_dir: Path) -> HardwareSpec:
+def hardware_from_node(node: Node, base_dir: Path, _seen: tuple[Path, ...] = ()) -> HardwareSpec:
     """A preset name, a path to a YAML profile, or a mapping (optionally starting from `preset:`)."""
     if isinstance(node.value, str):
         name = node.value
@@ -61,18 +61,22 @@ def hardware_from_node(node: Node, base_dir: Path) -> HardwareSpec:
         if name in presets:
             return _build(Node(presets[name], str(PRESETS), name), name)
         path = (base_dir / name) if not Path(name).is_absolute() else Path(name)
-        if name.endswith((".yaml", ".yml")) or path.exists():
+        if is_file(path):
+            if path.resolve() in _seen:
+                raise node.error(f"`preset:` cycle: profile {path} is already being read")
             data = load_yaml(path, "hardware profile")
-            return _build(Node(data, str(path), ""), path.stem, base_dir=path.parent)
+            return _build(Node(data, str(path), ""), path.stem, base_dir=path.parent, _seen=_seen + (path.resolve(),))
+        if name.endswith((".yaml", ".yml")):
+            raise node.error(f"hardware profile not found: {path}")
         raise node.error(f"unknown hardware preset '{name}'; expected one of: {', '.join(presets)} or a path to a YAML profile")
-    return _build(node, "custom", base_dir=base_dir)
+    return _build(node, "custom", base_dir=base_dir, _seen=_seen)
 
 
-def _build(node: Node, name: str, base_dir: Path | None = None) -> HardwareSpec:
+def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Path, ...] = ()) -> HardwareSpec:
     f = node.mapping(_KEYS)
     merged: dict = {}
     if "preset" in f:
-        base = hardware_from_node(f["preset"], base_dir or Path("."))
+        base = hardware_from_node(f["preset"], base_dir or Path("."), _seen)
         name = f"{base.name}+custom" if len(f) > 1 else base.name
         merged = base.to_dict()
     elif missing := [k for k in ("tflops", "memory_tb_s", "memory_gb") if k not in f]:

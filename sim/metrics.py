@@ -36,6 +36,8 @@ def summarize(result: RunResult, trace: TraceSpec) -> dict:
     e2e = r["finish"] - r["arrival"]
     duration = result.duration
     busy = float(cols["duration"].sum())
+    dec = cols["prefill_tokens"] == 0
+    dec_busy = float(cols["duration"][dec].sum())
     hw = trace.hardware
     peak = hw.peak(compute_dtype(trace.model)) * trace.tp
     st = result.allocator
@@ -62,6 +64,10 @@ def summarize(result: RunResult, trace: TraceSpec) -> dict:
         "mean_batch_size": float(cols["batch_size"].mean()) if len(cols["time"]) else 0.0,
         "compute_utilization": float(cols["flops"].sum() / (busy * peak)) if busy else 0.0,
         "bandwidth_utilization": float(cols["bytes"].sum() / (busy * hw.mem_bw * trace.tp)) if busy else 0.0,
+        # the same over steps without prefill work: the decode roofline position
+        "decode_compute_utilization": float(cols["flops"][dec].sum() / (dec_busy * peak)) if dec_busy else 0.0,
+        "decode_bandwidth_utilization": float(cols["bytes"][dec].sum() / (dec_busy * hw.mem_bw * trace.tp)) if dec_busy else 0.0,
+        "memory_bound_fraction": float(cols["duration"][cols["bound"] == "memory"].sum() / busy) if busy else 0.0,
         "slo_attainment": float(ok.mean()) if len(ok) else 0.0,
         "speedup_vs_baseline": None,  # filled by the report, which knows the baseline run
         "allocator": {

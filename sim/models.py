@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from sim.specio import Node, load_yaml
+from sim.specio import Node, is_file, load_yaml
 
 PRESETS = Path(__file__).with_name("presets") / "models.yaml"
 
@@ -139,7 +139,7 @@ def preset_names() -> list[str]:
     return list(load_yaml(PRESETS, "model presets")) + list(_REGISTRY)
 
 
-def model_from_node(node: Node, base_dir: Path) -> ModelSpec:
+def model_from_node(node: Node, base_dir: Path, _seen: tuple[Path, ...] = ()) -> ModelSpec:
     """A preset name, a path to a YAML model file, or a mapping (optionally starting from `preset:`)."""
     if isinstance(node.value, str):
         name = node.value
@@ -149,17 +149,22 @@ def model_from_node(node: Node, base_dir: Path) -> ModelSpec:
         if name in presets:
             return _build(Node(presets[name], str(PRESETS), name), name, base_dir)
         path = base_dir / name
-        if name.endswith((".yaml", ".yml")) or path.exists():
-            return _build(Node(load_yaml(path, "model file"), str(path), ""), path.stem, path.parent)
+        if is_file(path):
+            if path.resolve() in _seen:
+                raise node.error(f"`preset:` cycle: model file {path} is already being read")
+            return _build(Node(load_yaml(path, "model file"), str(path), ""), path.stem, path.parent,
+                          _seen + (path.resolve(),))
+        if name.endswith((".yaml", ".yml")):
+            raise node.error(f"model file not found: {path}")
         raise node.error(f"unknown model preset '{name}'; expected one of: {', '.join(preset_names())} or a path to a YAML model")
-    return _build(node, "custom", base_dir)
+    return _build(node, "custom", base_dir, _seen)
 
 
-def _build(node: Node, name: str, base_dir: Path) -> ModelSpec:
+def _build(node: Node, name: str, base_dir: Path, _seen: tuple[Path, ...] = ()) -> ModelSpec:
     f = node.mapping(_KEYS)
     values: dict = {}
     if "preset" in f:
-        base = model_from_node(f["preset"], base_dir)
+        base = model_from_node(f["preset"], base_dir, _seen)
         values = {fl.name: getattr(base, fl.name) for fl in fields(base)}
         name = base.name if len(f) == 1 else f"{base.name}+custom"
     else:

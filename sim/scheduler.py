@@ -15,13 +15,18 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Protocol, Sequence
 
 from sim.kv import KVAllocator
 from sim.spec import ServingSpec
 from sim.workload import Request
 
-Planner = Callable[[int, int], tuple]  # (batch_size, remaining tokens) -> draft tree parents
+
+
+class Planner(Protocol):
+    """Hands out draft plans (objects with `.parents`, or None) for the decoding sequences of a step."""
+
+    def plan(self, seqs: list["SeqState"]) -> list: ...
 
 
 class SeqState:
@@ -60,6 +65,7 @@ class Batch:
     seqs: list[SeqState]
     query: list[int]  # committed query tokens: a prefill chunk, or 1 (the last sampled token) for decode
     trees: list[tuple]  # draft tree parents per sequence (empty: nothing drafted)
+    plans: list  # the planner's object per sequence (None: no drafts), e.g. a CompiledTree in the simulator
     samples: list[bool]  # whether the step ends this sequence's pending tokens and samples
     decode: list[bool]  # a decode step (the sequence had sampled before), as opposed to prefill
     context: list[int]  # KV tokens each sequence had before the step
@@ -74,9 +80,10 @@ class Batch:
         return len(self.seqs)
 
     def aggregates(self) -> tuple[int, int, int, int, int]:
-        """(tokens, pairs, kv_read, lm_tokens, nodes) for the cost model, summed over sequences."""
-        tokens = pairs = kv_read = lm = nodes = 0
-        for q, tree, ctx, smp in zip(self.query, self.trees, self.context, self.samples):
+        """(tokens, pairs, kv_read, lm_tokens, prefill) for the cost model, summed over sequences;
+        prefill counts the query tokens of sequences that are not decoding."""
+        tokens = pairs = kv_read = lm = prefill = 0
+        for q, tree, ctx, smp, dec in zip(self.query, self.trees, self.context, self.samples, self.decode):
             t = len(tree)
             tokens += q + t
             kv_read += ctx + q
@@ -84,8 +91,9 @@ class Batch:
             pairs += q * ctx + q * (q + 1) // 2 + t * (ctx + q) + _tree_depth_sum(tree)
             if smp:
                 lm += 1 + t
-            nodes += t
-        return tokens, pairs, kv_read, lm, nodes
+            if not dec:
+                prefill += q
+        return tokens, pairs, kv_read, lm, prefill
 
 
 def _tree_depth_sum(parents: Sequence[int]) -> int:
@@ -131,22 +139,27 @@ class Scheduler:
         cfg = self.cfg
         kv = self.kv
         budget = cfg.max_num_batched_tokens
-        plan: list[tuple[SeqState, int, tuple]] = []
+        plan: list[tuple[SeqState, int, object]] = []  # (sequence, committed query tokens, draft plan or None)
+        drafts = None
+        if self.planner is not None:
+            decoding = [s for s in self.running if s.num_tokens - s.computed == 1]
+            drafts = iter(self.planner.plan(decoding)) if decoding else None
         for seq in self.running:
             if budget <= 0:
                 break
             pending = seq.num_tokens - seq.computed
             if pending == 1:
-                tree = self.planner(len(self.running), seq.remaining) if self.planner else ()
-                if len(tree) + 1 > budget:
-                    tree = ()
-                plan.append((seq, 1, tree))
-                budget -= 1 + len(tree)
+                draft = next(drafts) if drafts is not None else None
+                nodes = len(draft.parents) if draft is not None else 0
+                if nodes + 1 > budget:
+                    draft, nodes = None, 0
+                plan.append((seq, 1, draft))
+                budget -= 1 + nodes
             else:
                 q = min(pending, budget) if cfg.chunked_prefill else pending
                 if q > budget and plan:
                     continue
-                plan.append((seq, q, ()))
+                plan.append((seq, q, None))
                 budget -= q
         preempted = self._fit(plan)
         free = self._free
@@ -162,20 +175,22 @@ class Scheduler:
             self.waiting.popleft()
             self.running.append(seq)
             seq.admitted = True
-            plan.append((seq, q, ()))
+            plan.append((seq, q, None))
             budget -= q
             free -= need
         if not plan:
             return None
         allocs0, frees0 = kv.stats.page_allocs, kv.stats.page_frees
-        batch = Batch(seqs=[], query=[], trees=[], samples=[], decode=[], context=[], preempted=preempted)
-        for seq, q, tree in plan:
+        batch = Batch(seqs=[], query=[], trees=[], plans=[], samples=[], decode=[], context=[], preempted=preempted)
+        for seq, q, draft in plan:
             slots = kv.grow(seq.id, q)
+            tree = draft.parents if draft is not None else ()
             if tree:
-                slots = slots + kv.speculate(seq.id, list(tree))
+                slots = slots + kv.speculate(seq.id, tree)
             batch.seqs.append(seq)
             batch.query.append(q)
             batch.trees.append(tree)
+            batch.plans.append(draft)
             batch.samples.append(seq.computed + q == seq.num_tokens)
             batch.decode.append(q == 1 and seq.generated > 0 and seq.computed + 1 == seq.num_tokens)
             batch.context.append(seq.computed)
@@ -191,8 +206,8 @@ class Scheduler:
         preempted = []
         while True:
             need = 0
-            for s, q, t in plan:
-                need += kv.pages_needed(s.id, q + len(t))
+            for s, q, d in plan:
+                need += kv.pages_needed(s.id, q + (len(d.parents) if d is not None else 0))
             if need <= kv.free_pages() or not plan:
                 self._free = kv.free_pages() - need
                 return preempted

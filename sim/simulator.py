@@ -17,7 +17,8 @@ import simpy
 from sim.cost import ForwardCost, Work, bound_of, host_time
 from sim.kv import AllocatorStats
 from sim.scheduler import Scheduler, SeqState
-from sim.schemes.base import Scheme
+from sim.schemes.base import ZERO_COST, Scheme, SpecScheme
+from sim.speculation import Speculator
 from sim.spec import TraceSpec
 from sim.steplog import StepLog
 from sim.workload import Workload
@@ -43,10 +44,10 @@ class Replica:
         self.fast = fast
         self.progress = progress
         self.env = simpy.Environment()
+        self.spec = Speculator(scheme, trace, trace.seed) if isinstance(scheme, SpecScheme) else None
         self.sched = Scheduler(trace.serving, trace.num_pages, int(trace.model.kv_bytes_per_token),
-                               planner=scheme.tree if scheme.max_nodes() else None, max_nodes=scheme.max_nodes())
+                               planner=self.spec, max_nodes=scheme.max_nodes())
         self.target_cost = ForwardCost(trace.model, trace.hardware, trace.tp)
-        self.rng = np.random.default_rng(np.random.SeedSequence([trace.seed, 1]))
         self.log = StepLog()
         self.seqs: list[SeqState] = []
         self.pending = list(reversed(workload.requests))  # not yet arrived, next at the end
@@ -80,7 +81,7 @@ class Replica:
                 continue
             _, dt = self._price(batch)
             yield self.env.timeout(dt)
-            accepted = self.scheme.accept(batch, self.rng) if any(batch.trees) else None
+            accepted = self.spec.accept(batch) if (self.spec is not None and any(batch.trees)) else None
             finished = self.sched.commit(batch, accepted, self.env.now)
             self._count_decode(batch, accepted)
             self.done += len(finished)
@@ -96,7 +97,7 @@ class Replica:
         sched = self.sched
         st = sched.kv.stats
         k = sched.run_limit(batch) if self.fast else 1
-        tokens, pairs, kv_read, lm, _ = batch.aggregates()
+        tokens, pairs, kv_read, lm, prefill = batch.aggregates()
         B = batch.size
         # pool operations since the last priced step (a naive commit's frees and copies land here)
         allocs0 = st.page_allocs - self._charged[0]
@@ -114,7 +115,7 @@ class Replica:
             work = Work(tokens=tokens, seqs=B, pairs=pairs, kv_read=kv_read, lm_tokens=lm)
             allocs, frees = allocs0, frees0
         main = self.target_cost(work)
-        draft = self.scheme.draft_cost(batch, tr)
+        draft = self.spec.draft_cost(batch) if self.spec is not None else ZERO_COST
         dt = main.time + draft.time + host_time(tr.hardware, B, allocs + frees, copy)
         if k > 1:
             dt = dt - (copy * 2.0 / (tr.hardware.mem_bw * tr.hardware.eta_memory)) * (j > 0)  # copies: step 0 only
@@ -128,12 +129,12 @@ class Replica:
             self.log.append(k, starts, dt, B, tokens, kv_read + j * B - tokens, sl(main.flops + draft.flops),
                             sl(main.bytes + draft.bytes),
                             bound_of(sl(main.compute_time + draft.compute_time), sl(main.memory_time + draft.memory_time)),
-                            0, allocs, frees)
+                            0, allocs, frees, prefill)
             total = float(dt.sum())
         else:
             self.log.append(1, now, dt, B, tokens, kv_read - tokens, main.flops + draft.flops, main.bytes + draft.bytes,
                             bound_of(main.compute_time + draft.compute_time, main.memory_time + draft.memory_time),
-                            0, allocs, frees)
+                            0, allocs, frees, prefill)
             total = dt
         sched.extend(batch, k)
         self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)

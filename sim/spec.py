@@ -12,10 +12,11 @@ from sim.errors import SpecError
 from sim.hardware import HardwareSpec, hardware_from_node
 from sim.models import ModelSpec, model_from_node
 from sim.schemes import SchemeSpec, scheme_from_node
-from sim.specio import Node, load_yaml, opt
+from sim.specio import Node, is_file, load_yaml, opt
 
 MAX_REQUESTS = 10_000_000
 MAX_TOKENS = 10_000_000
+MAX_PAGES = 10_000_000  # the allocator holds its free pages in a list: about 40 bytes a page
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,10 @@ _TOP = ("version", "name", "description", "seed", "hardware", "model", "parallel
 def load_trace(path: str | Path) -> TraceSpec:
     path = Path(path)
     data = load_yaml(path, "trace file")
-    return trace_from_node(Node(data, str(path), ""), path)
+    try:
+        return trace_from_node(Node(data, str(path), ""), path)
+    except RecursionError:  # e.g. `preset:` mappings nested hundreds deep
+        raise SpecError(str(path), "", "nested too deeply to read") from None
 
 
 def trace_from_node(root: Node, path: Path) -> TraceSpec:
@@ -134,8 +138,14 @@ def trace_from_node(root: Node, path: Path) -> TraceSpec:
             raise pf["tp"].error(f"tp {tp} must divide the model's {model.heads} heads")
     serving = _serving(f["serving"]) if "serving" in f else ServingSpec()
     workload = _workload(f["workload"], base)
-    schemes = tuple(scheme_from_node(n, model) for n in f["speculation"].seq(min_len=1, max_len=32)) \
-        if "speculation" in f else (scheme_from_node(Node({"scheme": "none"}, root.file, "speculation[0]"), model),)
+    spec_nodes = f["speculation"].seq(min_len=1, max_len=32) if "speculation" in f \
+        else [Node({"scheme": "none"}, root.file, "speculation[0]")]
+    schemes = tuple(scheme_from_node(n, model, base) for n in spec_nodes)
+    seen: set[str] = set()
+    for n, sch in zip(spec_nodes, schemes):
+        if sch.label in seen:
+            raise n.error(f"label '{sch.label}' is used twice; give each entry a distinct `label:`")
+        seen.add(sch.label)
     sweep: tuple[int, ...] = ()
     if "sweep" in f:
         sf = f["sweep"].mapping(("concurrency",), required=("concurrency",))
@@ -148,13 +158,22 @@ def trace_from_node(root: Node, path: Path) -> TraceSpec:
     num_pages = _kv_pages(f, hardware, model, tp, serving)
     return TraceSpec(
         version=version,
-        name=f["name"].string(),
+        name=_name(f["name"]),
         description=f["description"].string() if "description" in f else "",
         seed=opt(f, "seed", 0, lambda n: n.integer(lo=0, hi=2**63 - 1)),
         hardware=hardware, model=model, tp=tp, serving=serving, workload=workload,
         speculation=schemes, sweep_concurrency=sweep, slo=slo, engine=engine, path=path,
         num_pages=num_pages,
     )
+
+
+def _name(node: Node) -> str:
+    """The trace's name, which is also its default output folder (out/<name>)."""
+    name = node.string()
+    if not name or len(name) > 200 or name in (".", "..") or any(c in name for c in "/\\") \
+            or not name.isprintable():
+        raise node.error(f"expected a folder name (1-200 printable characters, no / or \\), got {name!r}")
+    return name
 
 
 def _serving(node: Node) -> ServingSpec:
@@ -168,7 +187,7 @@ def _serving(node: Node) -> ServingSpec:
         memory_fraction=opt(f, "memory_fraction", d.memory_fraction, lambda n: n.number(lo=0, hi=1, lo_open=True)),
         paging=opt(f, "paging", d.paging, lambda n: n.string(("naive", "indexshare"))),
         chunked_prefill=opt(f, "chunked_prefill", d.chunked_prefill, Node.boolean),
-        kv_pages=opt(f, "kv_pages", None, lambda n: n.integer(lo=1, hi=100_000_000)),
+        kv_pages=opt(f, "kv_pages", None, lambda n: n.integer(lo=1, hi=MAX_PAGES)),
     )
     return s
 
@@ -185,13 +204,14 @@ def _kv_pages(f: dict[str, Node], hw: HardwareSpec, model: ModelSpec, tp: int, s
             f"does not fit: {model.weight_bytes / 1e9:.1f} GB of weights leave no room for one KV page in "
             f"{serving.memory_fraction:g} x {hw.mem_bytes / 1e9:.0f} GB x tp {tp} = {budget / 1e9:.1f} GB "
             "(raise parallel.tp, serving.memory_fraction, or pick a larger device)")
+    if pages > MAX_PAGES:
+        raise SpecError(f["model"].file, "serving", f"{pages:.3g} KV pages of {serving.page_size} tokens exceed the "
+                        f"simulator's limit of {MAX_PAGES:,}; raise serving.page_size or set serving.kv_pages")
     return pages
 
 
 def _length(node: Node) -> LengthDist:
-    if not isinstance(node.value, dict) or "dist" not in node.value:
-        node.mapping(("dist",), required=("dist",))
-    kind = node.child("dist").string(("fixed", "uniform", "lognormal", "empirical"))
+    kind = node.tag("dist", ("fixed", "uniform", "lognormal", "empirical"))
     tok = lambda n: n.integer(lo=1, hi=MAX_TOKENS)  # noqa: E731
     if kind == "fixed":
         f = node.mapping(("dist", "value"), required=("value",))
@@ -220,9 +240,7 @@ def _length(node: Node) -> LengthDist:
 
 
 def _arrival(node: Node, base: Path) -> ArrivalSpec:
-    if not isinstance(node.value, dict) or "process" not in node.value:
-        node.mapping(("process",), required=("process",))
-    process = node.child("process").string(("poisson", "gamma", "closed", "replay"))
+    process = node.tag("process", ("poisson", "gamma", "closed", "replay"))
     if process == "poisson":
         f = node.mapping(("process", "rate_per_s"), required=("rate_per_s",))
         return ArrivalSpec(process, rate_per_s=f["rate_per_s"].number(lo=0, hi=1e7, lo_open=True))
@@ -236,7 +254,7 @@ def _arrival(node: Node, base: Path) -> ArrivalSpec:
     f = node.mapping(("process", "file", "format", "time_scale", "skip"), required=("file",))
     rel = f["file"].string()
     file = Path(rel) if Path(rel).is_absolute() else base / rel
-    if not file.is_file():
+    if not is_file(file):
         raise f["file"].error(f"replay file not found: {file} (the Azure LLM inference trace 2023 CSVs; "
                               "see ../shared/data/azure-llm-2023/README.md)")
     return ArrivalSpec(process, file=file, format=opt(f, "format", "azure", lambda n: n.string(("azure",))),

@@ -1,7 +1,7 @@
 """Typed, path-aware reading of YAML mappings into frozen dataclasses.
 
 Every check raises ``SpecError(file, key_path, expected)``; nothing here does I/O except
-``load_yaml``, which uses ``yaml.safe_load`` only (no Python object tags).
+``load_yaml``, which reads with a ``yaml.SafeLoader`` only (no Python object tags).
 """
 from __future__ import annotations
 
@@ -15,6 +15,24 @@ import yaml
 from sim.errors import SpecError
 
 
+class _SafeLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` (no Python object tags) whose bad scalars are YAML errors with a line.
+
+    The safe constructors raise plain Python errors for values such as ``2001-13-45``,
+    ``!!int abc``, ``!!bool maybe`` or an integer of more than 4300 digits; here they become a
+    ``ConstructorError`` that carries the node's position like every other YAML error.
+    """
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure to build a safe scalar is bad input
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {node.tag.rsplit(':', 1)[-1]} value: {exc}", node.start_mark) from None
+
+
 def load_yaml(path: Path, what: str = "file") -> Any:
     """Read one YAML file safely; every failure is a SpecError naming the file."""
     try:
@@ -24,12 +42,28 @@ def load_yaml(path: Path, what: str = "file") -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(str(path), "", f"cannot read {what}: {exc}") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if mark is None and isinstance(exc, yaml.reader.ReaderError):  # a character YAML refuses
+            line = text.count("\n", 0, exc.position) + 1
+            column = exc.position - text.rfind("\n", 0, exc.position)
+            at = f" at line {line}, column {column}"
+            problem = f"character {exc.character!r} is not allowed"
+        else:
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecError(str(path), "", f"invalid YAML{at}: {problem}") from None
+    except RecursionError:
+        raise SpecError(str(path), "", "invalid YAML: nested too deeply") from None
+
+
+def is_file(path: Path) -> bool:
+    """``path.is_file()``, False also for a name the OS cannot look up (too long, a NUL byte)."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -63,6 +97,14 @@ class Node:
                 raise self.error(f"missing required key '{key}'")
         return {k: self.child(k) for k in self.value}
 
+    def tag(self, key: str, choices: Iterable[str]) -> str:
+        """The tag of a tagged mapping (``{dist: uniform, ...}``), checked before its other keys."""
+        if not isinstance(self.value, dict):
+            raise self.error(f"expected a mapping, got {_kind(self.value)}")
+        if key not in self.value:
+            raise self.error(f"missing required key '{key}'")
+        return self.child(key).string(choices)
+
     def seq(self, min_len: int = 0, max_len: int | None = None) -> list["Node"]:
         if not isinstance(self.value, list):
             raise self.error(f"expected a list, got {_kind(self.value)}")
@@ -95,6 +137,8 @@ class Node:
         v = self.value
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise self.error(f"expected a number, got {_kind(v)}")
+        if isinstance(v, int) and abs(v) > 1e300:  # beyond any float
+            raise self.error(f"expected a finite number, got {_num(v)}")
         v = float(v)
         if not math.isfinite(v):
             raise self.error(f"expected a finite number, got {v}")
@@ -111,9 +155,14 @@ class Node:
 
 def _check_range(node: Node, v: float, lo, hi) -> None:
     if lo is not None and v < lo:
-        raise node.error(f"expected a value >= {lo:g}, got {v:g}")
+        raise node.error(f"expected a value >= {lo:g}, got {_num(v)}")
     if hi is not None and v > hi:
-        raise node.error(f"expected a value <= {hi:g}, got {v:g}")
+        raise node.error(f"expected a value <= {hi:g}, got {_num(v)}")
+
+
+def _num(v: float) -> str:
+    """``f"{v:g}"``, also for an integer too large for a float."""
+    return f"{v:g}" if abs(v) <= 1e300 else f"an integer {'above' if v > 0 else 'below -'}1e300"
 
 
 def _kind(value: Any) -> str:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 COLUMNS = ("time", "duration", "batch_size", "query_tokens", "context_tokens", "flops", "bytes", "bound",
-           "accepted", "page_allocs", "page_frees")
+           "accepted", "page_allocs", "page_frees", "prefill_tokens")
 _DTYPES = {"bound": "U7", "batch_size": np.int64, "query_tokens": np.int64, "context_tokens": np.int64,
-           "accepted": np.int64, "page_allocs": np.int64, "page_frees": np.int64}
+           "accepted": np.int64, "page_allocs": np.int64, "page_frees": np.int64, "prefill_tokens": np.int64}
 
 
 class StepLog:

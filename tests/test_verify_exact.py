@@ -7,14 +7,17 @@ tokens over successive steps an exact sample of the target.
 """
 from __future__ import annotations
 
-import random
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, find, given, settings, strategies as st
 
-import strategies as S
-import verify_exact as X
+try:                    # tests/ is a package (tests/__init__.py): import through it
+    from tests import strategies as S
+    from tests import verify_exact as X
+except ImportError:     # tests/ itself on sys.path
+    import strategies as S
+    import verify_exact as X
 
 
 # --------------------------------------------------------------------------- lossless: the theorem

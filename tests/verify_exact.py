@@ -425,7 +425,13 @@ def chain_loop(p, q, x, u_accept, u_sample):
 
 def tree_loop(p, q, toks, parents, u_accept, u_sample):
     """Per-row Python reference of verify_tree with given uniforms (children in ascending index).
-    Returns (tokens list of lists, num_tokens list, paths list of lists), padded like torch."""
+
+    Mirrors the implementation's arithmetic: the residual R is kept unnormalised with mass
+    Z = sum(R); child x is accepted iff u * q(x) * Z < R(x) (q(x) = 1 for deterministic children);
+    a rejection zeroes R(x) (deterministic) or sets R = max(0, R - Z q) (sampled), keeping the old
+    R if nothing is left. Returns (tokens list of lists, num_tokens list, paths list of lists),
+    padded like torch.
+    """
     B, T1, V = p.shape
     children = [[] for _ in range(T1)]
     depth = []
@@ -436,26 +442,40 @@ def tree_loop(p, q, toks, parents, u_accept, u_sample):
     rows_t, nums, paths = [], [], []
     for b in range(B):
         node, out, path = -1, [], []
-        R = _norm_or(p[b, 0], p[b, 0])
+        R = p[b, 0].copy()
+        Z = float(R.sum())
         moved = True
         while moved:
             moved = False
             for c in children[node + 1]:
                 x = int(toks[b, c])
-                qx = 1.0 if q is None else float(q[b, c, x])
-                if float(u_accept[b, c]) * qx < float(R[x]):
+                Rx = float(R[x])
+                if q is None:
+                    ok = float(u_accept[b, c]) * Z < Rx
+                else:
+                    ok = float(u_accept[b, c]) * float(q[b, c, x]) * Z < Rx
+                if ok:
                     node = c
                     out.append(x)
                     path.append(c)
-                    R = _norm_or(p[b, c + 1], p[b, c + 1])
+                    R = p[b, c + 1].copy()
+                    Z = float(R.sum())
                     moved = True
                     break
                 if q is None:
-                    r = R.copy()
-                    r[x] = 0.0
+                    R[x] = 0.0
+                    Znew = float(R.sum())
+                    if Znew <= 0:
+                        R[x] = Rx
+                    else:
+                        Z = Znew
                 else:
-                    r = np.maximum(R - q[b, c], 0.0)
-                R = _norm_or(r, R)
+                    R = np.maximum(R + q[b, c] * (-Z), 0.0)
+                    Znew = float(R.sum())
+                    if Znew <= 0:
+                        R = R + q[b, c] * Z
+                    else:
+                        Z = Znew
         out.append(inverse_cdf(R, u_sample[b]))
         nums.append(len(out))
         rows_t.append(out + [-1] * (D + 1 - len(out)))

@@ -6,18 +6,28 @@ accepted. `none` is the baseline; the speculative schemes register themselves th
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from sim.models import ModelSpec
-from sim.schemes.base import Scheme
+from sim.schemes.base import Scheme, SpecScheme
+from sim.schemes.draft import DraftModel
+from sim.schemes.eagle import Eagle
+from sim.schemes.eagle2 import Eagle2
+from sim.schemes.medusa import Medusa
+from sim.schemes.mtp import MTP
+from sim.schemes.ngram import NGram
 from sim.schemes.none import NoSpeculation
 from sim.specio import Node
 
-REGISTRY: dict[str, type[Scheme]] = {cls.name: cls for cls in (NoSpeculation,)}
+REGISTRY: dict[str, type[Scheme]] = {cls.name: cls for cls in (NoSpeculation, DraftModel, Medusa, Eagle, Eagle2, MTP, NGram)}
 
 SchemeSpec = Scheme
 
+__all__ = ["REGISTRY", "Scheme", "SchemeSpec", "SpecScheme", "scheme_from_node"]
 
-def scheme_from_node(node: Node, model: ModelSpec) -> Scheme:
+
+def scheme_from_node(node: Node, model: ModelSpec, base_dir: Path = Path(".")) -> Scheme:
     if not isinstance(node.value, dict) or "scheme" not in node.value:
         node.mapping(("scheme",), required=("scheme",))
     name = node.child("scheme").string(list(REGISTRY))
-    return REGISTRY[name].from_node(node, model)
+    return REGISTRY[name].from_node(node, model, base_dir)

@@ -1,15 +1,25 @@
-"""The interface every scheme implements, and the parts they share."""
+"""The interface every scheme implements, and the parts speculative schemes share.
+
+A scheme is a frozen description parsed from one `speculation:` entry. For each decoding
+sequence and step it offers a draft tree (parent indices) of a depth its policy picks; the
+simulator prices the drafter's passes (`draft_cost`) and samples the accepted path from the
+acceptance model; the engine fills the same tree with real drafts and verifies it.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from pathlib import Path
+from typing import Callable, ClassVar
 
+from sim import trees as T
 from sim.cost import Cost
 from sim.models import ModelSpec
+from sim.policy import parse_policy
+from sim.profiles import Acceptance, acceptance_from_node
 from sim.specio import Node
 
-
 ZERO_COST = Cost(time=0.0, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
+MAX_TREE = 1024  # nodes verified per sequence per step
 
 
 @dataclass(frozen=True)
@@ -18,33 +28,73 @@ class Scheme:
     label: str  # unique name in a trace's report (defaults to the scheme name)
 
     @classmethod
-    def from_node(cls, node: Node, model: ModelSpec) -> "Scheme":
+    def from_node(cls, node: Node, model: ModelSpec, base_dir: Path) -> "Scheme":
         raise NotImplementedError
 
     def params(self) -> dict:
         """The scheme's parameters as written in the report."""
         return {}
 
+    @property
+    def depth(self) -> int:
+        return 0
+
     def max_nodes(self) -> int:
         """The largest draft tree it may propose in one step (0 for no speculation)."""
         return 0
 
-    def tree(self, batch_size: int, remaining: int) -> tuple[int, ...]:
-        """Parent indices of this step's draft tree for one sequence (empty: plain decode).
 
-        `remaining` is how many tokens the sequence may still emit; a tree never drafts past it.
-        """
-        return ()
+@dataclass(frozen=True)
+class SpecScheme(Scheme):
+    """A speculative scheme: a maximum depth, an acceptance model and a depth policy."""
+
+    max_depth: int
+    acceptance: Acceptance | None
+    policy: object  # sim.policy.Fixed | BatchTable | the string "goodput"
+    node: Node | None  # where it was written, for errors raised later (e.g. missing acceptance)
+
+    dynamic: ClassVar[bool] = False  # trees drawn per step (EAGLE-2) rather than one static shape
+
+    @property
+    def depth(self) -> int:
+        return self.max_depth
+
+    def tree(self, depth: int) -> tuple[int, ...]:
+        """The static draft tree at a depth (a chain unless the scheme says otherwise)."""
+        return T.chain(depth)
+
+    def max_nodes(self) -> int:
+        return len(self.tree(self.max_depth))
+
+    def params(self) -> dict:
+        out = {"depth": self.max_depth,
+               "policy": self.policy if isinstance(self.policy, str) else self.policy.describe()}
+        if self.acceptance is not None:
+            out["acceptance"] = self.acceptance.describe()
+        return out
+
+    def drafter(self, trace) -> Callable[[int, int, int, tuple[int, ...]], Cost]:
+        """Prices the drafter's work in one step, bound to the trace's model and device:
+        (n sequences, Σ their context, depth, the draft tree's parents) -> Cost."""
+        raise NotImplementedError
 
 
-    def draft_cost(self, batch, trace) -> Cost:
-        """The drafter's own forward passes for this step, priced by the cost model."""
-        return ZERO_COST
-
-    def accept(self, batch, rng) -> list[tuple[int, ...]] | None:
-        """Sample each sequence's accepted root path of its draft tree (simulator side)."""
-        return None
+COMMON = ("scheme", "label", "acceptance", "policy")
 
 
-def label_of(f: dict[str, Node], default: str) -> str:
-    return f["label"].string() if "label" in f else default
+def parse_common(cls, node: Node, extra: tuple[str, ...], depth_key: str, base_dir: Path,
+                 max_depth: int = 32) -> tuple[dict[str, Node], dict]:
+    """Reads label, depth, acceptance and policy; returns the fields and the common kwargs."""
+    f = node.mapping(COMMON + (depth_key,) + extra, required=(depth_key,))
+    depth = f[depth_key].integer(lo=1, hi=max_depth)
+    acc = acceptance_from_node(f["acceptance"], base_dir, depth) if "acceptance" in f else None
+    policy = parse_policy(f["policy"], depth) if "policy" in f else parse_policy(Node("fixed", node.file, ""), depth)
+    common = dict(label=f["label"].string() if "label" in f else cls.name, max_depth=depth, acceptance=acc,
+                  policy=policy, node=node)
+    return f, common
+
+
+def need_rank_acceptance(scheme: SpecScheme, what: str) -> None:
+    if scheme.acceptance is not None and scheme.acceptance.rank is None:
+        raise scheme.node.child("acceptance").error(f"{what} needs a per_depth, mean_accepted or rank_depth acceptance")
+

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from sim.models import ModelSpec
-from sim.schemes.base import Scheme, label_of
+from sim.schemes.base import Scheme
 from sim.specio import Node
 
 
@@ -13,6 +14,6 @@ class NoSpeculation(Scheme):
     name = "none"
 
     @classmethod
-    def from_node(cls, node: Node, model: ModelSpec) -> "NoSpeculation":
+    def from_node(cls, node: Node, model: ModelSpec, base_dir: Path) -> "NoSpeculation":
         f = node.mapping(("scheme", "label"))
-        return cls(label=label_of(f, cls.name))
+        return cls(label=f["label"].string() if "label" in f else cls.name)

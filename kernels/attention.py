@@ -1,0 +1,276 @@
+"""Paged attention for a flat batch of query tokens over a slot-addressed KV cache.
+
+One call serves every kind of query token the engine batches together: prefill chunks (with
+prior context), single decode tokens, chain-verify tokens and tree-verify tokens (SpecInfer-style
+tree attention, Miao et al. 2023). The kernel is flash-decoding style (Dao et al. 2022; the paged
+layout of vLLM, Kwon et al. 2023): one program per (query token, kv head), looping over the
+key blocks of its sequence with an online softmax in fp32; a program covers the query heads of
+one GQA group at once.
+
+Visibility: query i of sequence b = q_seq[i] sees key position k iff
+    k <= q_pos[i]  and  (k < tree_start[b]  or  bit (k - tree_start[b]) of q_anc[i] is set)
+(bits 0..62; a relative position >= 63 is never visible through the mask). ``NO_TREE`` as
+tree_start gives plain causal attention.
+
+``paged_attention`` checks its arguments and dispatches; ``paged_attention_ref`` is the torch
+reference (the CPU default), ``paged_attention_triton`` the Triton launcher.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+
+from kernels.backend import BACKENDS, TritonKernel
+
+__all__ = [
+    "NO_TREE",
+    "ancestor_masks",
+    "paged_attention",
+    "paged_attention_ref",
+    "paged_attention_triton",
+]
+
+tl = None  # bound to triton.language on the first Triton launch (kernels.backend.TritonKernel)
+
+NO_TREE = 2 ** 30           # tree_start for a sequence without a tree: plain causal attention
+MAX_TREE_NODES = 63         # bits 0..62 of the int64 ancestor mask
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def ancestor_masks(parents: Sequence[int]) -> list[int]:
+    """Ancestor-or-self bitmasks of a tree given as parent indices (-1: hangs off the root token,
+    which lies in the context just before the tree). ``parents[i] < i``; at most 63 nodes."""
+    if len(parents) > MAX_TREE_NODES:
+        raise ValueError(f"a tree has at most {MAX_TREE_NODES} nodes, got {len(parents)}")
+    masks: list[int] = []
+    for i, p in enumerate(parents):
+        if not -1 <= p < i:
+            raise ValueError(f"parents[{i}] = {p}: expected -1 <= parent < {i}")
+        masks.append((1 << i) | (masks[p] if p >= 0 else 0))
+    return masks
+
+
+# --------------------------------------------------------------------------- torch reference
+
+def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tree_start, q_anc,
+                        scale: float, *, max_elems: int = 1 << 25) -> torch.Tensor:
+    """Gather each query's keys via kv_slots[q_seq], mask, softmax in fp32. Queries are processed
+    in chunks so that the gathered K/V and scores of a chunk hold about ``max_elems`` floats, and
+    each chunk gathers only up to its largest visible position."""
+    N, H, D = q.shape
+    n_kv = k_cache.shape[1]
+    G = H // n_kv
+    out = torch.empty((N, H, D), dtype=q.dtype, device=q.device)
+    if N == 0:
+        return out
+    L_max = kv_slots.shape[1]
+    qs, qp = q_seq.long(), q_pos.long()
+    ts, lens, anc = tree_start.long()[qs], kv_lens.long()[qs], q_anc.long()
+    per_query = L_max * (2 * n_kv * D + H)
+    chunk = max(1, max_elems // max(1, per_query))
+    for s in range(0, N, chunk):
+        e = min(N, s + chunk)
+        n = e - s
+        L = min(int(qp[s:e].max()) + 1, L_max)
+        pos = torch.arange(L, device=q.device)[None, :]                      # (1, L)
+        rel = pos - ts[s:e, None]                                            # (n, L)
+        in_anc = ((anc[s:e, None] >> rel.clamp(0, 63)) & 1).bool() & (rel < MAX_TREE_NODES)
+        vis = (pos <= qp[s:e, None]) & (pos < lens[s:e, None]) & ((rel < 0) | in_anc)
+        slots = torch.where(vis, kv_slots[qs[s:e], :L].long(), 0)           # padding is arbitrary
+        k = k_cache[slots].float()                                          # (n, L, n_kv, D)
+        v = v_cache[slots].float()
+        qf = q[s:e].float().view(n, n_kv, G, D)
+        scores = torch.einsum("nkgd,nlkd->nkgl", qf, k) * scale             # (n, n_kv, G, L)
+        scores.masked_fill_(~vis[:, None, None, :], float("-inf"))
+        p = torch.softmax(scores, dim=-1)
+        o = torch.einsum("nkgl,nlkd->nkgd", p, v)                           # (n, n_kv, G, D)
+        out[s:e] = o.reshape(n, H, D).to(q.dtype)
+    return out
+
+
+# --------------------------------------------------------------------------- Triton kernel
+
+def _paged_attention_kernel(
+    q_ptr, k_ptr, v_ptr, out_ptr, slots_ptr, lens_ptr, qseq_ptr, qpos_ptr, tstart_ptr, anc_ptr,
+    scale_log2,
+    stride_qn, stride_qh, stride_kn, stride_kh, stride_vn, stride_vh, stride_on, stride_oh,
+    stride_sb, stride_sl,
+    G, D,
+    G_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr,
+):
+    i = tl.program_id(0).to(tl.int64)            # query token
+    kvh = tl.program_id(1).to(tl.int64)          # kv head; query heads kvh*G .. kvh*G+G-1
+    b = tl.load(qseq_ptr + i).to(tl.int64)
+    qpos = tl.load(qpos_ptr + i).to(tl.int64)
+    kv_len = tl.load(lens_ptr + b).to(tl.int64)
+    ts = tl.load(tstart_ptr + b).to(tl.int64)
+    anc = tl.load(anc_ptr + i).to(tl.int64)
+    end = tl.minimum(qpos + 1, kv_len)
+
+    offs_g = tl.arange(0, G_PAD)
+    offs_d = tl.arange(0, D_PAD)
+    offs_n = tl.arange(0, BLOCK_N)
+    g_mask = offs_g < G
+    d_mask = offs_d < D
+    heads = kvh * G + offs_g
+    q = tl.load(q_ptr + i * stride_qn + heads[:, None] * stride_qh + offs_d[None, :],
+                mask=g_mask[:, None] & d_mask[None, :], other=0.0)          # (G_PAD, D_PAD)
+    if UPCAST:
+        q = q.to(tl.float32)
+
+    m_i = tl.full((G_PAD,), -1.0e30, tl.float32)  # finite: a fully masked block gives p = 0
+    l_i = tl.full((G_PAD,), 0.0, tl.float32)
+    acc = tl.full((G_PAD, D_PAD), 0.0, tl.float32)
+    for start in range(0, end, BLOCK_N):
+        pos = start + offs_n                                                 # (BLOCK_N,)
+        rel = pos - ts
+        shift = tl.minimum(tl.maximum(rel, 0), 63)
+        in_anc = ((anc >> shift) & 1) != 0
+        visible = (pos < end) & ((rel < 0) | (in_anc & (rel < 63)))
+        slot = tl.load(slots_ptr + b * stride_sb + pos * stride_sl, mask=visible, other=0).to(tl.int64)
+        kv_mask = visible[:, None] & d_mask[None, :]
+        k = tl.load(k_ptr + slot[:, None] * stride_kn + kvh * stride_kh + offs_d[None, :],
+                    mask=kv_mask, other=0.0)                                # (BLOCK_N, D_PAD)
+        v = tl.load(v_ptr + slot[:, None] * stride_vn + kvh * stride_vh + offs_d[None, :],
+                    mask=kv_mask, other=0.0)
+        if UPCAST:
+            s = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
+        else:
+            s = tl.dot(q, tl.trans(k))                                       # fp32 accumulate
+        s = tl.where(visible[None, :], s * scale_log2, float("-inf"))        # (G_PAD, BLOCK_N)
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if UPCAST:
+            pv = tl.dot(p, v.to(tl.float32), input_precision="ieee")
+        else:
+            pv = tl.dot(p.to(v.dtype), v)
+        acc = acc * alpha[:, None] + pv
+        m_i = m_new
+
+    o = acc / l_i[:, None]
+    tl.store(out_ptr + i * stride_on + heads[:, None] * stride_oh + offs_d[None, :],
+             o.to(out_ptr.dtype.element_ty), mask=g_mask[:, None] & d_mask[None, :])
+
+
+_kernel = TritonKernel(_paged_attention_kernel)
+
+
+def _pow2(n: int, lo: int) -> int:
+    return max(lo, 1 << max(0, n - 1).bit_length())
+
+
+def paged_attention_triton(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tree_start, q_anc,
+                           scale: float, *, block_n: int | None = None,
+                           num_warps: int = 4) -> torch.Tensor:
+    """Launch the Triton kernel: grid (N, n_kv). On GPU, fp16/bf16 q and caches of the same dtype
+    use native-dtype dots with fp32 accumulation (probabilities rounded to v's dtype for p·v);
+    everything else (fp32, mixed dtypes, the CPU interpreter) casts to fp32 before the dots."""
+    N, H, D = q.shape
+    n_kv = k_cache.shape[1]
+    G = H // n_kv
+    out = torch.empty((N, H, D), dtype=q.dtype, device=q.device)
+    if N == 0:
+        return out
+    kernel = _kernel(q.device)
+    half = (torch.float16, torch.bfloat16)
+    upcast = (q.device.type != "cuda" or q.dtype not in half
+              or k_cache.dtype != q.dtype or v_cache.dtype != q.dtype)
+    if block_n is None:
+        block_n = 64 if q.device.type == "cuda" else 32
+    if block_n < 16 or block_n & (block_n - 1):
+        raise ValueError(f"block_n must be a power of two >= 16, got {block_n}")
+    kernel[(N, n_kv)](
+        q, k_cache, v_cache, out, kv_slots, kv_lens, q_seq, q_pos, tree_start, q_anc,
+        float(scale) * math.log2(math.e),
+        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1),
+        v_cache.stride(0), v_cache.stride(1), out.stride(0), out.stride(1),
+        kv_slots.stride(0), kv_slots.stride(1),
+        G, D,
+        G_PAD=_pow2(G, 16), D_PAD=_pow2(D, 16), BLOCK_N=block_n, UPCAST=upcast,
+        num_warps=num_warps,
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- checking wrapper
+
+def _need(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"paged_attention: {msg}")
+
+
+def _check_index(name: str, t, ndim: int, dtypes=_INDEX_DTYPES) -> None:
+    _need(isinstance(t, torch.Tensor), f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    _need(t.ndim == ndim, f"{name} must be {ndim}-D, got shape {tuple(t.shape)}")
+    _need(t.dtype in dtypes, f"{name} must have dtype in {[str(d) for d in dtypes]}, got {t.dtype}")
+
+
+def check_paged_attention_args(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tree_start,
+                               q_anc, scale, check_values: bool | None = None) -> None:
+    """Raise ValueError unless the arguments satisfy the contract (module docstring). Shapes,
+    dtypes, devices and strides are always checked; values (index ranges, slots in range, every
+    query seeing itself) by default only on CPU, where it costs no device sync."""
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        _need(isinstance(t, torch.Tensor), f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        _need(t.ndim == 3, f"{name} must be 3-D, got shape {tuple(t.shape)}")
+        _need(t.dtype.is_floating_point, f"{name} must be floating point, got {t.dtype}")
+        _need(t.stride(-1) == 1, f"{name} must be contiguous in its last dim, got strides {t.stride()}")
+    N, H, D = q.shape
+    S, n_kv, Dk = k_cache.shape
+    _need(tuple(v_cache.shape) == tuple(k_cache.shape),
+          f"v_cache shape {tuple(v_cache.shape)} != k_cache shape {tuple(k_cache.shape)}")
+    _need(Dk == D, f"head_dim of q ({D}) != head_dim of k_cache ({Dk}); q must be (N, n_heads, head_dim)")
+    _need(n_kv > 0 and H > 0 and H % n_kv == 0,
+          f"n_heads ({H}) must be a positive multiple of n_kv_heads ({n_kv})")
+    _check_index("kv_slots", kv_slots, 2)
+    B, L_max = kv_slots.shape
+    _check_index("kv_lens", kv_lens, 1)
+    _check_index("tree_start", tree_start, 1)
+    _check_index("q_seq", q_seq, 1)
+    _check_index("q_pos", q_pos, 1)
+    _check_index("q_anc", q_anc, 1, (torch.int64,))
+    _need(kv_lens.shape[0] == B, f"kv_lens must be (B,) = ({B},), got {tuple(kv_lens.shape)}")
+    _need(tree_start.shape[0] == B, f"tree_start must be (B,) = ({B},), got {tuple(tree_start.shape)}")
+    for name, t in (("q_seq", q_seq), ("q_pos", q_pos), ("q_anc", q_anc)):
+        _need(t.shape[0] == N, f"{name} must be (N,) = ({N},), got {tuple(t.shape)}")
+    devs = {t.device for t in (q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tree_start, q_anc)}
+    _need(len(devs) == 1, f"all tensors must be on one device, got {sorted(map(str, devs))}")
+    _need(isinstance(scale, (int, float)) and math.isfinite(scale), f"scale must be a finite float, got {scale!r}")
+
+    if check_values is None:
+        check_values = q.device.type == "cpu"
+    if not check_values or N == 0:
+        return
+    lens = kv_lens.long()
+    _need(bool(((lens >= 0) & (lens <= L_max)).all()), f"kv_lens must lie in [0, L_max={L_max}]")
+    _need(bool(((q_seq >= 0) & (q_seq < B)).all()), f"q_seq must lie in [0, B={B})")
+    qs, qp = q_seq.long(), q_pos.long()
+    _need(bool(((qp >= 0) & (qp < lens[qs])).all()), "q_pos must lie in [0, kv_lens[q_seq])")
+    valid = torch.arange(L_max, device=q.device)[None, :] < lens[:, None]
+    used = kv_slots[valid]
+    _need(bool(((used >= 0) & (used < S)).all()),
+          f"kv_slots within kv_lens must lie in [0, num_slots={S})")
+    rel = qp - tree_start.long()[qs]
+    sees_self = (rel < 0) | ((rel < MAX_TREE_NODES) & (((q_anc >> rel.clamp(0, 63)) & 1) == 1))
+    _need(bool(sees_self.all()), "every query must see itself: q_anc must set the bit of its own tree node")
+
+
+def paged_attention(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tree_start, q_anc,
+                    scale: float | None = None, *, backend: str = "torch",
+                    check_values: bool | None = None) -> torch.Tensor:
+    """softmax(scale · q·kᵀ over visible keys) · v in fp32, returned as (N, n_heads, head_dim) in
+    q's dtype. ``scale`` defaults to head_dim ** -0.5. See the module docstring for the layout."""
+    if scale is None and isinstance(q, torch.Tensor) and q.ndim == 3:
+        scale = q.shape[-1] ** -0.5
+    check_paged_attention_args(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tree_start,
+                               q_anc, scale, check_values)
+    args = (q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tree_start, q_anc, float(scale))
+    if backend == "torch":
+        return paged_attention_ref(*args)
+    if backend == "triton":
+        return paged_attention_triton(*args)
+    raise ValueError(f"unknown kernel backend {backend!r}: expected one of {BACKENDS}")

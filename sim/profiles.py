@@ -1,0 +1,129 @@
+"""Acceptance specs in a trace (DESIGN.md §4): inline forms, named profiles, engine measurements.
+
+    {per_depth: [a1, ..., aK]}        chain; depth j accepted with probability a_j given j-1 was
+    {mean_accepted: tau}              tau tokens per step (bonus included) -> a constant rate
+    {rank_depth: [[p11, p12], ...]}   trees; row d: P(the r-th ranked candidate at depth d is the target's)
+    {confidence: {top1_mean, ...}}    EAGLE-2 dynamic trees (sim/dyntree.py)
+    {profile: NAME}                   traces/acceptance/NAME.yaml, which cites its source
+    {measured: path.json}             written by the engine's acceptance measurement
+
+Depths beyond a per_depth or rank_depth table reuse its last entry.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.acceptance import RankDepth, chain_rates, solve_rate
+from sim.dyntree import Confidence
+from sim.errors import SpecError
+from sim.specio import Node, load_yaml
+
+PROFILE_DIRS = (Path(__file__).resolve().parents[1] / "traces" / "acceptance",)
+FORMS = ("per_depth", "mean_accepted", "rank_depth", "confidence")
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """The parsed model: `rank` for chains and static trees, `confidence` for dynamic trees."""
+
+    rank: RankDepth | None = None
+    confidence: Confidence | None = None
+    source: str = "inline"
+
+    def describe(self) -> dict:
+        if self.confidence is not None:
+            c = self.confidence
+            return {"confidence": {"top1_mean": c.top1_mean, "top1_concentration": c.top1_concentration,
+                                   "depth_decay": c.depth_decay, "tail": c.tail, "calibration": c.calibration},
+                    "source": self.source}
+        return {"rank_depth": [list(r) for r in self.rank.probs], "source": self.source}
+
+
+def acceptance_from_node(node: Node, base_dir: Path, depth: int) -> Acceptance:
+    keys = FORMS + ("profile", "measured")
+    f = node.mapping(keys)
+    if len(f) != 1:
+        raise node.error(f"expected exactly one of: {', '.join(keys)}")
+    (key, sub), = f.items()
+    if key == "profile":
+        return _profile(sub, base_dir, depth)
+    if key == "measured":
+        return _measured(sub, base_dir, depth)
+    return _form(key, sub, depth, "inline")
+
+
+def _prob(n: Node) -> float:
+    return n.number(lo=0.0, hi=1.0)
+
+
+def _form(key: str, sub: Node, depth: int, source: str) -> Acceptance:
+    if key == "per_depth":
+        return Acceptance(rank=chain_rates([_prob(n) for n in sub.seq(min_len=1, max_len=64)]), source=source)
+    if key == "mean_accepted":
+        tau = sub.number(lo=1.0, hi=1000.0)
+        if tau > depth + 1:
+            raise sub.error(f"expected at most depth + 1 = {depth + 1} tokens per step, got {tau:g}")
+        return Acceptance(rank=chain_rates([solve_rate(tau, depth)]), source=source)
+    if key == "rank_depth":
+        rows = []
+        for row in sub.seq(min_len=1, max_len=64):
+            probs = tuple(_prob(n) for n in row.seq(min_len=1, max_len=1024))
+            if sum(probs) > 1.0 + 1e-9:
+                raise row.error(f"expected ranks at one depth to sum to at most 1, got {sum(probs):.4g}")
+            rows.append(probs)
+        return Acceptance(rank=RankDepth(tuple(rows)), source=source)
+    f = sub.mapping(("top1_mean", "top1_concentration", "depth_decay", "tail", "calibration"), required=("top1_mean",))
+    d = Confidence()
+    return Acceptance(confidence=Confidence(
+        top1_mean=f["top1_mean"].number(lo=0.0, hi=1.0, lo_open=True),
+        top1_concentration=f["top1_concentration"].number(lo=0.0, hi=1e4, lo_open=True) if "top1_concentration" in f else d.top1_concentration,
+        depth_decay=f["depth_decay"].number(lo=0.0, hi=1.0, lo_open=True) if "depth_decay" in f else d.depth_decay,
+        tail=f["tail"].number(lo=0.0, hi=1.0) if "tail" in f else d.tail,
+        calibration=f["calibration"].number(lo=0.0, hi=1.0) if "calibration" in f else d.calibration,
+    ), source=source)
+
+
+def find_profile(name: str, base_dir: Path) -> Path | None:
+    for d in (base_dir / "acceptance", base_dir, *PROFILE_DIRS):
+        p = d / f"{name}.yaml"
+        if p.is_file():
+            return p
+    return None
+
+
+def profile_names() -> list[str]:
+    return sorted(p.stem for d in PROFILE_DIRS if d.is_dir() for p in d.glob("*.yaml"))
+
+
+def _profile(sub: Node, base_dir: Path, depth: int) -> Acceptance:
+    name = sub.string()
+    path = find_profile(name, base_dir)
+    if path is None:
+        raise sub.error(f"unknown acceptance profile '{name}'; expected one of: {', '.join(profile_names())}")
+    doc = Node(load_yaml(path, "acceptance profile"), str(path), "")
+    f = doc.mapping(("source", "scheme", "model", "dataset", "temperature", "published", "notes", "acceptance"),
+                    required=("source", "acceptance"))
+    inner = f["acceptance"].mapping(FORMS)
+    if len(inner) != 1:
+        raise f["acceptance"].error(f"expected exactly one of: {', '.join(FORMS)}")
+    (key, node), = inner.items()
+    return _form(key, node, depth, f"profile {name}: {f['source'].string()}")
+
+
+def _measured(sub: Node, base_dir: Path, depth: int) -> Acceptance:
+    rel = sub.string()
+    path = Path(rel) if Path(rel).is_absolute() else base_dir / rel
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise sub.error(f"measured acceptance file not found: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise SpecError(str(path), "", f"cannot read measured acceptance: {exc}") from None
+    doc = Node(data, str(path), "")
+    f = doc.mapping(FORMS + ("source", "scheme", "domain", "temperature", "samples", "per_rank_counts", "histogram"))
+    forms = [k for k in FORMS if k in f]
+    if len(forms) != 1:
+        raise doc.error(f"expected exactly one of: {', '.join(FORMS)}")
+    return _form(forms[0], f[forms[0]], depth, f"measured {path.name}")

@@ -1,0 +1,40 @@
+"""`draft`: an independent small draft model drafts K tokens autoregressively; the target
+verifies the chain of K+1 (Leviathan et al. 2023; Chen et al. 2023)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.drafters import PassPricer
+from sim.models import ModelSpec, model_from_node
+from sim.schemes.base import SpecScheme, need_rank_acceptance, parse_common
+from sim.specio import Node
+
+
+@dataclass(frozen=True)
+class DraftModel(SpecScheme):
+    name = "draft"
+    draft_model: ModelSpec | None = None
+
+    @classmethod
+    def from_node(cls, node: Node, model: ModelSpec, base_dir: Path) -> "DraftModel":
+        f, common = parse_common(cls, node, ("draft_model",), "k", base_dir)
+        if "draft_model" not in f:
+            raise node.error("missing required key 'draft_model' (a model preset, path or mapping)")
+        draft = model_from_node(f["draft_model"], base_dir)
+        if draft.params_total >= model.params_total:
+            raise f["draft_model"].error(
+                f"a draft model must be smaller than its target: {draft.name} has {draft.params_total / 1e9:.2f}B "
+                f"parameters, the target {model.name} {model.params_total / 1e9:.2f}B")
+        if draft.vocab != model.vocab:
+            raise f["draft_model"].error(f"draft vocabulary {draft.vocab} differs from the target's {model.vocab}")
+        scheme = cls(draft_model=draft, **common)
+        need_rank_acceptance(scheme, "a draft-model chain")
+        return scheme
+
+    def params(self) -> dict:
+        return {**super().params(), "draft_model": self.draft_model.name}
+
+    def drafter(self, trace):
+        price = PassPricer(self.draft_model, trace.hardware, trace.tp)
+        return lambda n, ctx, depth, tree: price(n, ctx, [n] * depth)

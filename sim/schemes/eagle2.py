@@ -1,0 +1,53 @@
+"""`eagle2`: EAGLE-2's dynamic draft tree (Li et al. 2024, arXiv:2406.16858): the EAGLE head is run
+`depth` times, each pass expanding the `topk` most confident frontier nodes by `topk` children;
+all candidates are reranked by path confidence and the best `tree_tokens` verified in one
+tree-masked pass. Acceptance comes from a `confidence` model (sim/dyntree.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.drafters import PassPricer, eagle_head
+from sim.models import ModelSpec
+from sim.schemes.base import MAX_TREE, SpecScheme, parse_common
+from sim.specio import Node
+
+
+@dataclass(frozen=True)
+class Eagle2(SpecScheme):
+    name = "eagle2"
+    topk: int = 8
+    tree_tokens: int = 60
+    head: ModelSpec | None = None
+
+    dynamic = True
+
+    @classmethod
+    def from_node(cls, node: Node, model: ModelSpec, base_dir: Path) -> "Eagle2":
+        f, common = parse_common(cls, node, ("topk", "tree_tokens"), "depth", base_dir, max_depth=16)
+        topk = f["topk"].integer(lo=1, hi=64) if "topk" in f else 8
+        tokens = f["tree_tokens"].integer(lo=1, hi=MAX_TREE) if "tree_tokens" in f else 60
+        depth = common["max_depth"]
+        budget = topk + (depth - 1) * topk * topk
+        if tokens > budget:
+            raise (f.get("tree_tokens") or node).error(
+                f"a tree of {tokens} tokens is larger than its budget: depth {depth} with top-{topk} "
+                f"expansion drafts at most {budget} candidates")
+        scheme = cls(topk=topk, tree_tokens=tokens, head=eagle_head(model), **common)
+        if scheme.acceptance is not None and scheme.acceptance.confidence is None:
+            raise f["acceptance"].error("eagle2 needs a `confidence` acceptance model (or a profile holding one)")
+        return scheme
+
+    def max_nodes(self) -> int:
+        return self.tree_tokens
+
+    def nodes_at(self, depth: int) -> int:
+        return min(self.tree_tokens, self.topk + (depth - 1) * self.topk * self.topk)
+
+    def params(self) -> dict:
+        return {**super().params(), "topk": self.topk, "tree_tokens": self.tree_tokens}
+
+    def drafter(self, trace):
+        price = PassPricer(self.head, trace.hardware, trace.tp, fuse_input=True)
+        k = self.topk
+        return lambda n, ctx, depth, tree: price(n, ctx, [n] + [n * k] * (depth - 1))

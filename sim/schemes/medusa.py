@@ -1,0 +1,70 @@
+"""`medusa`: K residual heads on the last hidden state, run in one pass, each guessing the token
+at its own offset (Cai et al. 2024, arXiv:2401.10774); the candidates form a static tree verified
+with tree attention. The tree is the greedy one for the acceptance profile (Medusa §3.3.1):
+`tree: medusa-63` (63 nodes), `tree: N` nodes, or `tree: chain`. `typical: true` marks Medusa's
+typical acceptance (lossy; the acceptance profile must describe it)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from sim import trees as T
+from sim.drafters import medusa_cost
+from sim.models import ModelSpec
+from sim.schemes.base import MAX_TREE, SpecScheme, need_rank_acceptance, parse_common
+from sim.specio import Node
+
+
+def parse_tree(f: dict[str, Node], default: str) -> int | None:
+    """`chain` -> None; `medusa-63` / an integer -> that many nodes."""
+    if "tree" not in f:
+        value = default
+    elif isinstance(f["tree"].value, int) and not isinstance(f["tree"].value, bool):
+        return f["tree"].integer(lo=1, hi=MAX_TREE)
+    else:
+        value = f["tree"].string()
+    if value == "chain":
+        return None
+    if value.startswith("medusa-") and value[7:].isdigit() and 1 <= int(value[7:]) <= MAX_TREE:
+        return int(value[7:])
+    raise f["tree"].error(f"expected chain, medusa-<nodes> or a node count (1..{MAX_TREE}), got {value!r}")
+
+
+@dataclass(frozen=True)
+class Medusa(SpecScheme):
+    name = "medusa"
+    tree_nodes: int | None = 63
+    typical: bool = False
+
+    @classmethod
+    def from_node(cls, node: Node, model: ModelSpec, base_dir: Path) -> "Medusa":
+        f, common = parse_common(cls, node, ("tree", "typical"), "heads", base_dir, max_depth=16)
+        scheme = cls(tree_nodes=parse_tree(f, "medusa-63"), typical=f["typical"].boolean() if "typical" in f else False,
+                     **common)
+        need_rank_acceptance(scheme, "a Medusa tree")
+        if scheme.tree_nodes and scheme.acceptance is not None:
+            built = len(scheme.tree(scheme.max_depth))
+            if built < scheme.tree_nodes:
+                raise f["tree"].error(f"a {scheme.tree_nodes}-node tree is larger than {scheme.max_depth} heads "
+                                      f"with this acceptance profile allow ({built} nodes)")
+        return scheme
+
+    def tree(self, depth: int) -> tuple[int, ...]:
+        if self.tree_nodes is None or self.acceptance is None:
+            return T.chain(depth)
+        return _static(self.acceptance.rank.probs, self.tree_nodes, self.max_depth, depth)
+
+    def params(self) -> dict:
+        return {**super().params(), "heads": self.max_depth, "tree_nodes": self.tree_nodes or "chain",
+                "typical_acceptance_lossy": self.typical}
+
+    def drafter(self, trace):
+        model, hw, tp, heads = trace.model, trace.hardware, trace.tp, self.max_depth
+        return lambda n, ctx, depth, tree: medusa_cost(model, hw, tp, heads, n)
+
+
+@lru_cache(maxsize=64)
+def _static(probs, nodes: int, max_depth: int, depth: int) -> tuple[int, ...]:
+    """The greedy tree at full depth, cut to `depth` (a policy's shallower choice)."""
+    return T.truncate(T.greedy_static_tree(probs, nodes, max_depth), depth)

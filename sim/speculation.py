@@ -1,0 +1,104 @@
+"""Per-run speculation planning for one scheme, used by both executors: the policy picks the
+depth each step, every decoding sequence gets a draft tree (never drafting past its remaining
+output), the drafter's work is priced, and (simulator side) the accepted paths are sampled."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from sim.acceptance import CompiledTree, truncate_compiled
+from sim.cost import Cost, ForwardCost, Work, host_time
+from sim.dyntree import TreeLibrary
+from sim.errors import SpecError
+from sim.policy import Goodput
+from sim.schemes.base import ZERO_COST, SpecScheme
+from sim import trees as T
+
+
+class Speculator:
+    def __init__(self, scheme: SpecScheme, trace, seed: int):
+        if scheme.acceptance is None:
+            node = scheme.node
+            raise SpecError(node.file if node else None, f"{node.path if node else 'speculation'}.acceptance",
+                            "missing: the simulator needs an acceptance model (per_depth, mean_accepted, "
+                            "rank_depth, confidence, profile or measured)")
+        self.scheme = scheme
+        self.trace = trace
+        self.draft = scheme.drafter(trace)
+        self.target = ForwardCost(trace.model, trace.hardware, trace.tp)
+        self.random = random.Random(seed).random
+        self.pick = np.random.default_rng(np.random.SeedSequence([seed, 7]))
+        self.library = (TreeLibrary(scheme.acceptance.confidence, scheme.topk, scheme.tree_tokens, seed)
+                        if scheme.dynamic else None)
+        self._static: dict[tuple[int, int], CompiledTree] = {}
+        self._picks: list[int] = []
+        self.policy = scheme.policy if scheme.policy != "goodput" else \
+            Goodput(scheme.max_depth, self.expected_accepted, self.predict_step)
+        self.depth = 0  # the depth chosen for the current step
+
+    # ---- trees ------------------------------------------------------------------------------
+    def nodes(self, depth: int) -> int:
+        return self.scheme.nodes_at(depth) if self.library else len(self.scheme.tree(depth))
+
+    def expected_accepted(self, depth: int) -> float:
+        if depth == 0:
+            return 0.0
+        if self.library:
+            return self.library.expected(depth)
+        return self.scheme.acceptance.rank.compile(self.scheme.tree(depth)).expected
+
+    def tree(self, depth: int, limit: int) -> CompiledTree:
+        """A draft tree at `depth`, cut so it never drafts more than `limit` tokens deep."""
+        if self.library:
+            lib = self.library.trees(depth)
+            if not self._picks:
+                self._picks = self.pick.integers(0, len(lib), size=4096).tolist()
+            t = lib[self._picks.pop()]
+            return t if limit >= depth else truncate_compiled(t, limit)
+        key = (depth, min(depth, limit))
+        t = self._static.get(key)
+        if t is None:
+            t = self.scheme.acceptance.rank.compile(T.truncate(self.scheme.tree(depth), key[1]))
+            self._static[key] = t
+        return t
+
+    def plan(self, seqs) -> list[CompiledTree | None]:
+        """Draft trees for the decoding sequences of one step (None: no drafts for that one)."""
+        if not seqs:
+            return []
+        ctx = sum(s.computed for s in seqs) / len(seqs)
+        d = self.depth = self.policy.choose(len(seqs), ctx)
+        if d == 0:
+            return [None] * len(seqs)
+        return [self.tree(d, s.remaining - 1) if s.remaining > 1 else None for s in seqs]
+
+    # ---- cost -------------------------------------------------------------------------------
+    def draft_cost(self, batch) -> Cost:
+        n = ctx = 0
+        for tree, c in zip(batch.trees, batch.context):
+            if tree:
+                n += 1
+                ctx += c
+        if not n:
+            return ZERO_COST
+        d = self.depth
+        return self.draft(n, ctx, d, () if self.library else self.scheme.tree(d))
+
+    def predict_step(self, batch: int, context: float, depth: int) -> float:
+        """Predicted time of a step of `batch` decoding sequences at a mean context, drafting at
+        `depth`: the goodput policy's denominator."""
+        nodes = self.nodes(depth) if depth else 0
+        tokens = batch * (1 + nodes)
+        ctx = int(context)
+        work = Work(tokens=tokens, seqs=batch, pairs=tokens * (ctx + 1) + batch * nodes * max(depth, 1),
+                    kv_read=batch * (ctx + 1), lm_tokens=tokens)
+        t = self.target(work).time + host_time(self.trace.hardware, batch)
+        if depth:
+            t += self.draft(batch, batch * ctx, depth, () if self.library else self.scheme.tree(depth)).time
+        return t
+
+    # ---- acceptance (simulator) -------------------------------------------------------------
+    def accept(self, batch) -> list[list[int]]:
+        rnd = self.random
+        return [plan.sample(rnd) if plan is not None else [] for plan in batch.plans]

@@ -1,0 +1,31 @@
+"""Small builders shared by the simulator tests (not a test module)."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from sim.spec import load_trace
+
+BASE = {
+    "version": 1, "name": "t", "seed": 1, "hardware": "h100-sxm", "model": "llama-3.2-1b",
+    "serving": {"max_num_seqs": 8, "max_num_batched_tokens": 512, "page_size": 16, "paging": "indexshare"},
+    "workload": {"requests": 40, "arrival": {"process": "poisson", "rate_per_s": 50.0},
+                 "prompt_tokens": {"dist": "uniform", "min": 8, "max": 400},
+                 "output_tokens": {"dist": "uniform", "min": 1, "max": 60}},
+    "speculation": [{"scheme": "none"}],
+}
+
+
+def make_trace(tmp_path: Path, **overrides):
+    """BASE with top-level sections replaced or (for dict sections) updated."""
+    doc = copy.deepcopy(BASE)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(doc.get(key), dict):
+            doc[key].update(value)
+        else:
+            doc[key] = value
+    path = tmp_path / f"{doc['name']}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load_trace(path)

@@ -1,0 +1,121 @@
+"""The roofline cost model against hand-computed numbers (DESIGN.md §3)."""
+from pathlib import Path
+
+import pytest
+
+from sim.cost import ForwardCost, Work, bound_of, expected_experts, host_time
+from sim.hardware import hardware_from_node
+from sim.models import model_from_node
+from sim.specio import Node
+
+
+def model(name):
+    return model_from_node(Node(name, None, "model"), Path("."))
+
+
+def device(name, **override):
+    if not override:
+        return hardware_from_node(Node(name, None, "hardware"), Path("."))
+    return hardware_from_node(Node({"preset": name, **override}, None, "hardware"), Path("."))
+
+
+IDEAL = dict(eta_compute=1.0, eta_memory=1.0, launch_us=0.0, step_overhead_us=0.0, seq_overhead_us=0.0)
+
+
+def decode(batch, ctx):
+    return Work(tokens=batch, seqs=batch, pairs=batch * (ctx + 1), kv_read=batch * (ctx + 1), lm_tokens=batch)
+
+
+@pytest.mark.parametrize("name,published", [("llama-3.1-8b", 8.03e9), ("llama-3.1-70b", 70.6e9),
+                                            ("llama-3.2-1b", 1.24e9), ("vicuna-7b", 6.74e9),
+                                            ("vicuna-13b", 13.0e9), ("deepseek-v3", 671e9)])
+def test_parameter_counts_match_published_totals(name, published):
+    assert model(name).params_total == pytest.approx(published, rel=0.01)
+
+
+def test_deepseek_v3_active_parameters_and_mla_kv():
+    m = model("deepseek-v3")
+    # 37B activated (arXiv:2412.19437); our count leaves out the 0.9B embedding table lookup
+    assert m.params_active == pytest.approx(37e9, rel=0.03)
+    assert m.kv_elems_per_token_layer == 512 + 64
+    assert m.bytes_per_weight == 1 and m.mtp_modules == 1
+
+
+def test_llama8b_batch1_on_h100_is_weights_over_bandwidth():
+    """16 GB of bf16 weights over 3.35 TB/s. The 1.05 GB input-embedding table is gathered one row
+    per token, not streamed, so a decode step reads 15.0 GB: 4.48 ms at ideal efficiency."""
+    m, hw = model("llama-3.1-8b"), device("h100-sxm", **IDEAL)
+    c = ForwardCost(m, hw)(decode(1, 0))
+    assert m.params_total * 2 == pytest.approx(16.06e9, rel=0.001)
+    streamed = (m.params_total - m.embed_params) * 2
+    assert streamed == pytest.approx(15.01e9, rel=0.001)
+    assert c.time == pytest.approx(streamed / 3.35e12, rel=0.01)  # activations + logits add < 1%
+    assert bound_of(c.compute_time, c.memory_time) == "memory"
+    # ~15 GFLOP per token against 989 TFLOP/s for ~4.8 ms: about 0.3% of peak
+    util = c.flops / (c.time * 989.4e12)
+    assert 0.002 < util < 0.004
+
+
+def test_large_prefill_is_compute_bound():
+    m, hw = model("llama-3.1-8b"), device("h100-sxm", **IDEAL)
+    n = 8192
+    c = ForwardCost(m, hw)(Work(tokens=n, seqs=1, pairs=n * (n + 1) // 2, kv_read=n, lm_tokens=1))
+    linear = 2 * (m.params_active - m.head_params) * n
+    attn = 4 * m.heads * m.head_dim * m.layers * n * (n + 1) / 2
+    assert c.flops == pytest.approx(linear + attn + 2 * m.head_params, rel=1e-6)
+    assert bound_of(c.compute_time, c.memory_time) == "compute"
+    assert c.time == pytest.approx(c.flops / 989.4e12, rel=0.02)
+
+
+def test_kv_reads_grow_with_context():
+    m, hw = model("llama-3.1-8b"), device("h100-sxm", **IDEAL)
+    f = ForwardCost(m, hw)
+    short, long = f(decode(64, 100)), f(decode(64, 8000))
+    kv_bytes = 64 * 7900 * m.kv_bytes_per_token  # 128 KiB per token for Llama-3.1-8B
+    assert m.kv_bytes_per_token == 131072
+    assert long.bytes - short.bytes == pytest.approx(kv_bytes, rel=1e-9)
+
+
+def test_efficiency_and_overheads_scale_time():
+    m = model("llama-3.1-8b")
+    ideal = ForwardCost(m, device("h100-sxm", **IDEAL))(decode(1, 0)).time
+    half = ForwardCost(m, device("h100-sxm", **{**IDEAL, "eta_memory": 0.5}))(decode(1, 0)).time
+    assert half == pytest.approx(2 * ideal, rel=1e-9)
+    launched = ForwardCost(m, device("h100-sxm", **{**IDEAL, "launch_us": 2.0}))(decode(1, 0)).time
+    assert launched - ideal == pytest.approx(2e-6 * (32 * 10 + 2), rel=1e-9)
+    hw = device("h100-sxm", **{**IDEAL, "step_overhead_us": 500.0, "seq_overhead_us": 10.0, "alloc_op_us": 1.0})
+    assert host_time(hw, 8, alloc_ops=3) == pytest.approx(500e-6 + 80e-6 + 3e-6)
+
+
+def test_moe_touches_expected_distinct_experts():
+    assert expected_experts(256, 8, 1) == pytest.approx(8)
+    assert expected_experts(256, 8, 10_000) == pytest.approx(256)
+    # 2 tokens: 8 + 8·(1 − 8/256)
+    assert expected_experts(256, 8, 2) == pytest.approx(8 + 8 * (1 - 8 / 256))
+    m, hw = model("deepseek-v3"), device("h200", **IDEAL)
+    f = ForwardCost(m, hw, tp=8)
+    one, many = f(decode(1, 0)), f(decode(512, 0))
+    # at batch 1 only the active experts stream; at batch 512 nearly all of them do
+    assert one.bytes < 0.1 * m.weight_bytes / 8
+    assert many.bytes > 0.9 * m.weight_bytes / 8
+
+
+def test_tensor_parallel_splits_work_and_adds_allreduce():
+    m = model("llama-3.1-70b")
+    hw = device("h100-sxm", **IDEAL, allreduce_latency_us=5.0)
+    t1 = ForwardCost(m, hw, tp=1)(decode(1, 0)).time
+    t2 = ForwardCost(m, hw, tp=2)(decode(1, 0)).time
+    allreduce = 80 * 2 * (2 * 1 / 2 * 8192 * 2 / 450e9 + 5e-6)
+    assert t2 == pytest.approx(t1 / 2 + allreduce, rel=0.01)
+
+
+def test_vectorised_and_scalar_pricing_agree():
+    import numpy as np
+    m, hw = model("llama-3.1-8b"), device("h100-sxm")
+    f = ForwardCost(m, hw)
+    ctx = np.arange(0, 5000, 500)
+    vec = f(Work(tokens=32, seqs=32, pairs=32 * (ctx + 1), kv_read=32 * (ctx + 1), lm_tokens=32))
+    for i, c in enumerate(ctx.tolist()):
+        one = f(decode(32, c))
+        assert vec.time[i] == pytest.approx(one.time, rel=1e-12)
+        assert vec.bytes[i] == pytest.approx(one.bytes, rel=1e-12)
