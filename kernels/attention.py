@@ -80,7 +80,7 @@ def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tr
         vis = (pos <= qp[s:e, None]) & (pos < lens[s:e, None]) & ((rel < 0) | in_anc)
         slots = torch.where(vis, kv_slots[qs[s:e], :L].long(), 0)           # padding is arbitrary
         k = k_cache[slots].float()                                          # (n, L, n_kv, D)
-        v = v_cache[slots].float()
+        v = v_cache[slots].float().masked_fill_(~vis[:, :, None, None], 0.0)  # unwritten slots may be NaN
         qf = q[s:e].float().view(n, n_kv, G, D)
         scores = torch.einsum("nkgd,nlkd->nkgl", qf, k) * scale             # (n, n_kv, G, L)
         scores.masked_fill_(~vis[:, None, None, :], float("-inf"))

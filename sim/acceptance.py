@@ -33,6 +33,7 @@ class CompiledTree:
     parents: tuple[int, ...]
     options: tuple[tuple[tuple[float, int], ...], ...]
     expected: float  # E[accepted drafted nodes] = Σ over nodes of P(its whole path is accepted)
+    depth_sum: int  # Σ over nodes of their depth: the drafted keys tree attention sees
 
     def sample(self, random) -> list[int]:
         path: list[int] = []
@@ -77,7 +78,7 @@ def compile_tree(parents: Sequence[int], prob) -> CompiledTree:
         if p > 0:
             opts[par + 1].append((cum[par + 1], i))
         reach.append(p * (1.0 if par < 0 else reach[par]))
-    return CompiledTree(tuple(parents), tuple(tuple(o) for o in opts), sum(reach))
+    return CompiledTree(tuple(parents), tuple(tuple(o) for o in opts), sum(reach), sum(T.depths(parents)))
 
 
 @dataclass(frozen=True)

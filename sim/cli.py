@@ -52,7 +52,10 @@ def run_trace(trace: TraceSpec, out: Path | None, sweep: bool | None = None, pro
     rpt.fill_speedups(runs, trace.speculation[0].label)
     report = rpt.build(trace, runs)
     if out is not None:
-        rpt.write(out, report, results, wall={"started_unix": t0, "elapsed_s": time.time() - t0})
+        try:
+            rpt.write(out, report, results, wall={"started_unix": t0, "elapsed_s": time.time() - t0})
+        except OSError as exc:
+            raise SpecError(str(out), "--out", f"cannot write the report: {exc.strerror or exc}") from None
     return report
 
 
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not args.quiet:
         print_table(report, Console())
-    Console().print(f"wrote {out / 'report.json'}")
+    Console().print(f"wrote {escape(str(out / 'report.json'))}")
     return 0
 
 

@@ -7,7 +7,7 @@ Every function takes per-step aggregates that may be Python numbers or numpy arr
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -19,8 +19,7 @@ LOGIT_BYTES = 4  # fp32 logits written per sampled position
 KERNELS_PER_LAYER = 10  # norm, qkv, rope, kv-store, attention, o-proj, norm, gate-up, act, down
 
 
-@dataclass(frozen=True)
-class Work:
+class Work(NamedTuple):
     """What one forward pass over a batch does; fields are scalars or arrays over steps."""
 
     tokens: object  # query tokens through the layers (prefill chunks + decode + draft/verify nodes)
@@ -30,8 +29,7 @@ class Work:
     lm_tokens: object  # positions whose logits are computed
 
 
-@dataclass(frozen=True)
-class Cost:
+class Cost(NamedTuple):
     time: object  # seconds
     flops: object
     bytes: object
@@ -95,23 +93,38 @@ class ForwardCost:
         self.lm_weight_bytes = m.head_params * m.bytes_per_weight / tp
         self.logit_bytes = m.vocab * LOGIT_BYTES / tp
         self.embed_bytes_per_tok = m.hidden * m.bytes_per_weight
+        self._parts: dict = {}
 
     def __call__(self, w: Work) -> Cost:
+        tokens, lm = w.tokens, w.lm_tokens
+        scalar = type(tokens) is int and type(lm) is int
+        part = self._parts.get((tokens, lm)) if scalar else None
+        if part is None:
+            part = self._token_part(tokens, lm)
+            if scalar:
+                if len(self._parts) > 100_000:
+                    self._parts.clear()
+                self._parts[(tokens, lm)] = part
+        t, flops, nbytes, c_sum, m_sum = part
+        # attention: scores and values over the context; KV read once per sequence, new KV written
+        n = self.n_layers
+        f_attn = self.attn_flops_per_pair * w.pairs
+        b_attn = self.kv_tok * (w.kv_read + tokens) + self.attn_act_per_tok * tokens
+        c_attn, m_attn = f_attn / self.fc, b_attn / self.bw
+        return Cost(time=t + n * _max(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
+                    compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
+
+    def _token_part(self, tokens, lm_tokens):
+        """Everything but attention: it depends only on the token counts (cached for scalars)."""
         m, fc, bw = self.model, self.fc, self.bw
-        tokens = w.tokens
         act = tokens * self.act_per_tok
         f_dense = self.dense_flops_per_tok * tokens
         b_dense = self.dense_weight_bytes + act
         c_dense, m_dense = f_dense / fc, b_dense / bw
-        f_attn = self.attn_flops_per_pair * w.pairs
-        b_attn = self.kv_tok * (w.kv_read + tokens) + self.attn_act_per_tok * tokens
-        c_attn, m_attn = f_attn / fc, b_attn / bw
-        n, dense, moe = self.n_layers, self.dense, self.moe
-        t = dense * _max(c_dense, m_dense) + n * _max(c_attn, m_attn) + self.launch
-        flops = dense * f_dense + n * f_attn
-        nbytes = dense * b_dense + n * b_attn
-        c_sum = dense * c_dense + n * c_attn
-        m_sum = dense * m_dense + n * m_attn
+        dense, moe = self.dense, self.moe
+        t = dense * _max(c_dense, m_dense) + self.launch
+        flops, nbytes = dense * f_dense, dense * b_dense
+        c_sum, m_sum = dense * c_dense, dense * m_dense
         if moe:  # FLOPs of the active experts, bytes of the experts actually touched
             touched = expected_experts(m.experts, m.active_experts, tokens) + m.shared_experts
             f_moe = self.moe_flops_per_tok * tokens
@@ -123,13 +136,13 @@ class ForwardCost:
         if self.tp > 1:  # two ring all-reduces per layer of the hidden states
             t = t + self.allreduce_per_tok * tokens + self.allreduce_fixed
         if self.lm_head:  # embedding gather + LM head over the sampled positions
-            f_lm = self.lm_flops_per_tok * w.lm_tokens
-            b_lm = self.lm_weight_bytes + self.logit_bytes * w.lm_tokens + self.embed_bytes_per_tok * tokens
+            f_lm = self.lm_flops_per_tok * lm_tokens
+            b_lm = self.lm_weight_bytes + self.logit_bytes * lm_tokens + self.embed_bytes_per_tok * tokens
             c_lm, m_lm = f_lm / fc, b_lm / bw
             t = t + _max(c_lm, m_lm) + 2 * self.hw.launch_s
             flops, nbytes = flops + f_lm, nbytes + b_lm
             c_sum, m_sum = c_sum + c_lm, m_sum + m_lm
-        return Cost(time=t, flops=flops, bytes=nbytes, compute_time=c_sum, memory_time=m_sum)
+        return t, flops, nbytes, c_sum, m_sum
 
 
 def forward_cost(model: ModelSpec, hw: HardwareSpec, tp: int, w: Work, layers: int | None = None,

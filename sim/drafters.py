@@ -45,23 +45,68 @@ def add(*costs: Cost) -> Cost:
 
 class PassPricer:
     """Prices sequential drafter passes: pass j runs `tokens[j]` tokens for n sequences whose
-    drafter context is Σctx + j·n (each pass appends one position per sequence)."""
+    drafter context is Σctx + (j+1)·n (each pass appends one position per sequence).
+
+    For a given (n, tokens per pass) everything but attention is fixed and attention is linear in
+    Σctx on each roof, so a compiled form evaluates a step with a few multiply-adds per pass."""
 
     def __init__(self, spec: ModelSpec, hw: HardwareSpec, tp: int, fuse_input: bool = False):
         """fuse_input: an EAGLE/MTP drafter first projects [hidden; embedding] (2h) down to h."""
         self.fwd = ForwardCost(spec, hw, tp)
         self.spec, self.hw, self.tp, self.fuse = spec, hw, tp, fuse_input
+        self._compiled: dict[tuple, tuple] = {}
 
-    def __call__(self, n: int, ctx_sum: int, tokens_per_pass: list[int]) -> Cost:
+    def _compile(self, n: int, tokens_per_pass: tuple[int, ...]) -> tuple:
+        """(fixed Cost of all passes, [(c0, c1, m0, m1, f0, f1, b0, b1) per pass]) such that pass j's
+        attention at Σctx = x costs max(c0 + c1·x, m0 + m1·x) seconds, f0 + f1·x FLOPs, b0 + b1·x bytes."""
+        fwd = self.fwd
+        t = f = b = c = m = 0.0
+        lines = []
+        for j, tok in enumerate(tokens_per_pass):
+            w0 = fwd(Work(tok, n, 0, 0, tok))  # attention with no context: isolates the linear part
+            w1 = fwd(Work(tok, n, max(1, tok // max(n, 1)), 1, tok))  # one more key per sequence's query
+            base = fwd._token_part(tok, tok)
+            t, f, b, c, m = t + base[0], f + base[1], b + base[2], c + base[3], m + base[4]
+            if self.fuse:
+                h = self.spec.hidden
+                fused = linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp)
+                t, f, b, c, m = t + fused.time, f + fused.flops, b + fused.bytes, c + fused.compute_time, m + fused.memory_time
+            # attention of pass j at Σctx = x has kv = x + (j+1)·n; per unit of kv the roofs grow by (w1 - w0)
+            dc, dm = w1.compute_time - w0.compute_time, w1.memory_time - w0.memory_time
+            df, db = w1.flops - w0.flops, w1.bytes - w0.bytes
+            kv0 = (j + 1) * n
+            c0, m0 = w0.compute_time - base[3] + dc * kv0, w0.memory_time - base[4] + dm * kv0
+            f0, b0 = w0.flops - base[1] + df * kv0, w0.bytes - base[2] + db * kv0
+            lines.append((c0, dc, m0, dm, f0, df, b0, db))
+        return Cost(t, f, b, c, m), lines
+
+    def direct(self, n: int, ctx_sum: int, tokens_per_pass) -> Cost:
+        """The same price, pass by pass through the cost model (the definition; tests compare)."""
         costs = []
         for j, tok in enumerate(tokens_per_pass):
             kv = ctx_sum + (j + 1) * n
-            costs.append(self.fwd(Work(tokens=tok, seqs=n, pairs=kv * max(1, tok // max(n, 1)), kv_read=kv,
-                                       lm_tokens=tok)))
+            costs.append(self.fwd(Work(tok, n, kv * max(1, tok // max(n, 1)), kv, tok)))
             if self.fuse:
                 h = self.spec.hidden
                 costs.append(linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp))
         return add(*costs)
+
+    def __call__(self, n: int, ctx_sum: int, tokens_per_pass) -> Cost:
+        key = (n, tuple(tokens_per_pass))
+        comp = self._compiled.get(key)
+        if comp is None:
+            comp = self._compiled[key] = self._compile(n, key[1])
+        fixed, lines = comp
+        t, f, b, c, m = fixed
+        x = ctx_sum
+        for c0, c1, m0, m1, f0, f1, b0, b1 in lines:
+            ca, ma = c0 + c1 * x, m0 + m1 * x
+            t += ca if ca > ma else ma
+            f += f0 + f1 * x
+            b += b0 + b1 * x
+            c += ca
+            m += ma
+        return Cost(t, f, b, c, m)
 
 
 def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int) -> Cost:

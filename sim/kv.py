@@ -100,6 +100,7 @@ class KVAllocator:
         # Pool is a stack; pop() hands out page 0 first on a fresh allocator.
         self._pool: list[int] = list(range(num_pages - 1, -1, -1))
         self._seqs: dict[Hashable, _Seq] = {}
+        self._valid_trees: set[tuple[int, ...]] = set()
         self.stats = AllocatorStats(page_size=page_size, num_pages=num_pages,
                                     kv_bytes_per_token=kv_bytes_per_token)
 
@@ -261,10 +262,13 @@ class KVAllocator:
         s = self._seqs[seq_id]
         if s.parents is not None:
             raise ValueError(f"sequence {seq_id!r} already has uncommitted speculation")
-        parents = list(parents)
-        for i, p in enumerate(parents):
-            if not -1 <= p < i:
-                raise ValueError(f"parents[{i}] = {p} is not in [-1, {i})")
+        if type(parents) is not tuple or parents not in self._valid_trees:
+            parents = tuple(parents)
+            for i, p in enumerate(parents):
+                if not -1 <= p < i:
+                    raise ValueError(f"parents[{i}] = {p} is not in [-1, {i})")
+            if len(self._valid_trees) < 4096:  # trees repeat: validate each shape once
+                self._valid_trees.add(parents)
         n = len(parents)
         if self._naive:
             L = len(s.index)
@@ -327,10 +331,14 @@ class KVAllocator:
             elif path[-1] == m - 1:  # prefix
                 s.index.extend(spec[:m])
                 rejected = spec[m:]
-            else:
+            else:  # the path is strictly increasing: the rejected nodes lie between its nodes
                 s.index.extend([spec[k] for k in path])
-                acc = set(path)
-                rejected = [spec[i] for i in range(n) if i not in acc]
+                rejected = []
+                prev = 0
+                for k in path:
+                    rejected.extend(spec[prev:k])
+                    prev = k + 1
+                rejected.extend(spec[prev:])
             if rejected:
                 s.free.extend(reversed(rejected))
         s.spec = None

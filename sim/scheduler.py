@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
+from sim import trees as T
 from sim.kv import KVAllocator
 from sim.spec import ServingSpec
 from sim.workload import Request
@@ -83,12 +84,15 @@ class Batch:
         """(tokens, pairs, kv_read, lm_tokens, prefill) for the cost model, summed over sequences;
         prefill counts the query tokens of sequences that are not decoding."""
         tokens = pairs = kv_read = lm = prefill = 0
-        for q, tree, ctx, smp, dec in zip(self.query, self.trees, self.context, self.samples, self.decode):
+        for q, tree, plan, ctx, smp, dec in zip(self.query, self.trees, self.plans, self.context, self.samples,
+                                                self.decode):
             t = len(tree)
             tokens += q + t
             kv_read += ctx + q
             # causal queries see the context plus their predecessors; a tree node sees its ancestors
-            pairs += q * ctx + q * (q + 1) // 2 + t * (ctx + q) + _tree_depth_sum(tree)
+            pairs += q * ctx + q * (q + 1) // 2
+            if t:
+                pairs += t * (ctx + q) + _depth_sum(plan, tree)
             if smp:
                 lm += 1 + t
             if not dec:
@@ -96,12 +100,10 @@ class Batch:
         return tokens, pairs, kv_read, lm, prefill
 
 
-def _tree_depth_sum(parents: Sequence[int]) -> int:
-    """Σ over nodes of (depth): how many drafted ancestors-or-self each node attends to."""
-    depth: list[int] = []
-    for p in parents:
-        depth.append(1 if p < 0 else depth[p] + 1)
-    return sum(depth)
+def _depth_sum(plan, parents: Sequence[int]) -> int:
+    """Σ over nodes of their depth: how many drafted ancestors-or-self each node attends to."""
+    known = getattr(plan, "depth_sum", None)
+    return known if known is not None else sum(T.depths(parents))
 
 
 class RequestTooLarge(Exception):

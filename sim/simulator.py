@@ -8,7 +8,7 @@ per-step rows are identical to stepping one at a time (tests/test_simulator.py c
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -45,7 +45,8 @@ class Replica:
         self.progress = progress
         self.env = simpy.Environment()
         self.spec = Speculator(scheme, trace, trace.seed) if isinstance(scheme, SpecScheme) else None
-        self.sched = Scheduler(trace.serving, trace.num_pages, int(trace.model.kv_bytes_per_token),
+        serving = replace(trace.serving, paging=scheme.paging) if scheme.paging else trace.serving
+        self.sched = Scheduler(serving, trace.num_pages, int(trace.model.kv_bytes_per_token),
                                planner=self.spec, max_nodes=scheme.max_nodes())
         self.target_cost = ForwardCost(trace.model, trace.hardware, trace.tp)
         self.log = StepLog()

@@ -143,6 +143,7 @@ def trace_from_node(root: Node, path: Path) -> TraceSpec:
     schemes = tuple(scheme_from_node(n, model, base) for n in spec_nodes)
     seen: set[str] = set()
     for n, sch in zip(spec_nodes, schemes):
+        _name(n.child("label") if isinstance(n.value, dict) and "label" in n.value else n, sch.label)
         if sch.label in seen:
             raise n.error(f"label '{sch.label}' is used twice; give each entry a distinct `label:`")
         seen.add(sch.label)
@@ -167,12 +168,13 @@ def trace_from_node(root: Node, path: Path) -> TraceSpec:
     )
 
 
-def _name(node: Node) -> str:
-    """The trace's name, which is also its default output folder (out/<name>)."""
-    name = node.string()
+def _name(node: Node, name: str | None = None) -> str:
+    """The trace's name (its default output folder, out/<name>) or a scheme's label (in the names
+    of its CSV files): a plain file name."""
+    name = node.string() if name is None else name
     if not name or len(name) > 200 or name in (".", "..") or any(c in name for c in "/\\") \
             or not name.isprintable():
-        raise node.error(f"expected a folder name (1-200 printable characters, no / or \\), got {name!r}")
+        raise node.error(f"expected a file name (1-200 printable characters, no / or \\), got {name!r}")
     return name
 
 

@@ -33,6 +33,7 @@ class Speculator:
                         if scheme.dynamic else None)
         self._static: dict[tuple[int, int], CompiledTree] = {}
         self._picks: list[int] = []
+        self._cut: dict[tuple[int, int, int], CompiledTree] = {}  # library trees cut near a request's end
         self.policy = scheme.policy if scheme.policy != "goodput" else \
             Goodput(scheme.max_depth, self.expected_accepted, self.predict_step)
         self.depth = 0  # the depth chosen for the current step
@@ -54,8 +55,13 @@ class Speculator:
             lib = self.library.trees(depth)
             if not self._picks:
                 self._picks = self.pick.integers(0, len(lib), size=4096).tolist()
-            t = lib[self._picks.pop()]
-            return t if limit >= depth else truncate_compiled(t, limit)
+            i = self._picks.pop()
+            if limit >= depth:
+                return lib[i]
+            cut = self._cut.get((depth, i, limit))
+            if cut is None:
+                cut = self._cut[(depth, i, limit)] = truncate_compiled(lib[i], limit)
+            return cut
         key = (depth, min(depth, limit))
         t = self._static.get(key)
         if t is None:

@@ -581,6 +581,53 @@ def test_trace_name_must_be_a_folder_name(tmp_path, name):
     assert path == "name"
 
 
+@pytest.mark.parametrize("label", ["a/b", "..", "x" * 300])
+def test_scheme_label_must_be_a_file_name(tmp_path, label):
+    """A label names the run's CSV files (runs/<label>-<concurrency>-requests.csv)."""
+    path, msg = _fails(tmp_path, _with(BASE_A, ("speculation", 0), {"scheme": "none", "label": label}))
+    assert path == "speculation[0].label"
+
+
+def test_duplicate_labels(tmp_path):
+    path, msg = _fails(tmp_path, _with(BASE_A, ("speculation",), [{"scheme": "none"}, {"scheme": "none"}]))
+    assert path == "speculation[1]" and "twice" in msg
+
+
+def test_missing_scheme_beside_other_keys(tmp_path):
+    path, msg = _fails(tmp_path, _with(BASE_A, ("speculation", 0), {"label": "base"}))
+    assert path == "speculation[0]" and "missing required key 'scheme'" in msg
+
+
+def test_medusa_explicit_tree_larger_than_its_budget(tmp_path):
+    """An explicit tree the heads cannot hold is an error; the default tree shrinks to fit."""
+    doc = _with(BASE_A, ("speculation",), [{"scheme": "none"}, {"scheme": "medusa", "heads": 2, "tree": "medusa-63",
+                                                                 "acceptance": {"per_depth": [0.6, 0.4]}}])
+    path, msg = _fails(tmp_path, doc)
+    assert path == "speculation[1].tree" and "larger than its budget" in msg
+    from sim.spec import trace_from_node
+    from sim.specio import Node
+    ok = _with(BASE_A, ("speculation",), [{"scheme": "none"}, {"scheme": "medusa", "heads": 2,
+                                                                "acceptance": {"per_depth": [0.6, 0.4]}}])
+    trace = trace_from_node(Node(ok, "t.yaml", ""), tmp_path / "t.yaml")
+    assert trace.speculation[1].tree_nodes == 2
+
+
+def test_unwritable_output_folder(tmp_path):
+    trace = tmp_path / TRACE_NAME
+    trace.write_text(yaml.safe_dump(BASE_C))
+    (tmp_path / "file").write_text("not a folder")
+    code, out, err = run_cli(trace, tmp_path / "file" / "out")
+    assert code == 2 and "Traceback" not in out + err
+    assert err.startswith(f"error: {tmp_path / 'file' / 'out'}: --out: cannot write the report"), err
+
+
+def test_output_folder_with_markup_characters(tmp_path):
+    trace = tmp_path / TRACE_NAME
+    trace.write_text(yaml.safe_dump(BASE_C))
+    code, out, err = run_cli(trace, tmp_path / "[/]out")
+    assert code == 0 and "Traceback" not in out + err and (tmp_path / "[/]out" / "report.json").is_file()
+
+
 def test_not_a_mapping_and_unreadable(tmp_path):
     for text in ("", "- 1\n- 2\n", "just a string\n", "---\nversion: 1\n---\nversion: 1\n"):
         path, msg = _fails(tmp_path, text=text)

@@ -27,7 +27,5 @@ __all__ = ["REGISTRY", "Scheme", "SchemeSpec", "SpecScheme", "scheme_from_node"]
 
 
 def scheme_from_node(node: Node, model: ModelSpec, base_dir: Path = Path(".")) -> Scheme:
-    if not isinstance(node.value, dict) or "scheme" not in node.value:
-        node.mapping(("scheme",), required=("scheme",))
-    name = node.child("scheme").string(list(REGISTRY))
+    name = node.tag("scheme", list(REGISTRY))
     return REGISTRY[name].from_node(node, model, base_dir)

@@ -26,6 +26,7 @@ MAX_TREE = 1024  # nodes verified per sequence per step
 class Scheme:
     name: ClassVar[str]
     label: str  # unique name in a trace's report (defaults to the scheme name)
+    paging: str | None  # overrides serving.paging for this entry (naive | indexshare), e.g. to compare them
 
     @classmethod
     def from_node(cls, node: Node, model: ModelSpec, base_dir: Path) -> "Scheme":
@@ -33,7 +34,7 @@ class Scheme:
 
     def params(self) -> dict:
         """The scheme's parameters as written in the report."""
-        return {}
+        return {"paging": self.paging} if self.paging else {}
 
     @property
     def depth(self) -> int:
@@ -67,7 +68,7 @@ class SpecScheme(Scheme):
         return len(self.tree(self.max_depth))
 
     def params(self) -> dict:
-        out = {"depth": self.max_depth,
+        out = {**super().params(), "depth": self.max_depth,
                "policy": self.policy if isinstance(self.policy, str) else self.policy.describe()}
         if self.acceptance is not None:
             out["acceptance"] = self.acceptance.describe()
@@ -79,7 +80,12 @@ class SpecScheme(Scheme):
         raise NotImplementedError
 
 
-COMMON = ("scheme", "label", "acceptance", "policy")
+COMMON = ("scheme", "label", "paging", "acceptance", "policy")
+
+
+def parse_label_paging(cls, f: dict[str, Node]) -> dict:
+    return dict(label=f["label"].string() if "label" in f else cls.name,
+                paging=f["paging"].string(("naive", "indexshare")) if "paging" in f else None)
 
 
 def parse_common(cls, node: Node, extra: tuple[str, ...], depth_key: str, base_dir: Path,
@@ -89,8 +95,7 @@ def parse_common(cls, node: Node, extra: tuple[str, ...], depth_key: str, base_d
     depth = f[depth_key].integer(lo=1, hi=max_depth)
     acc = acceptance_from_node(f["acceptance"], base_dir, depth) if "acceptance" in f else None
     policy = parse_policy(f["policy"], depth) if "policy" in f else parse_policy(Node("fixed", node.file, ""), depth)
-    common = dict(label=f["label"].string() if "label" in f else cls.name, max_depth=depth, acceptance=acc,
-                  policy=policy, node=node)
+    common = dict(**parse_label_paging(cls, f), max_depth=depth, acceptance=acc, policy=policy, node=node)
     return f, common
 
 

@@ -5,7 +5,7 @@ with tree attention. The tree is the greedy one for the acceptance profile (Medu
 typical acceptance (lossy; the acceptance profile must describe it)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -46,8 +46,10 @@ class Medusa(SpecScheme):
         if scheme.tree_nodes and scheme.acceptance is not None:
             built = len(scheme.tree(scheme.max_depth))
             if built < scheme.tree_nodes:
-                raise f["tree"].error(f"a {scheme.tree_nodes}-node tree is larger than {scheme.max_depth} heads "
-                                      f"with this acceptance profile allow ({built} nodes)")
+                if "tree" not in f:  # the default tree, cut to what the heads and profile can hold
+                    return replace(scheme, tree_nodes=built)
+                raise f["tree"].error(f"a {scheme.tree_nodes}-node tree is larger than its budget: {scheme.max_depth} "
+                                      f"heads with this acceptance profile hold at most {built} nodes")
         return scheme
 
     def tree(self, depth: int) -> tuple[int, ...]:

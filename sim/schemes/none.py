@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.models import ModelSpec
-from sim.schemes.base import Scheme
+from sim.schemes.base import Scheme, parse_label_paging
 from sim.specio import Node
 
 
@@ -15,5 +15,5 @@ class NoSpeculation(Scheme):
 
     @classmethod
     def from_node(cls, node: Node, model: ModelSpec, base_dir: Path) -> "NoSpeculation":
-        f = node.mapping(("scheme", "label"))
-        return cls(label=f["label"].string() if "label" in f else cls.name)
+        f = node.mapping(("scheme", "label", "paging"))
+        return cls(**parse_label_paging(cls, f))
