@@ -72,15 +72,20 @@ def _as_float(t: torch.Tensor, name: str) -> torch.Tensor:
 def _sample_inverse_cdf(w: torch.Tensor, u: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     """Index drawn from non-negative weights w (B, V) with uniforms u (B,) in [0, 1).
 
-    Returns the first index i with cumsum(w)[i] > u * total. The threshold is clamped below the
-    total, so the index is always < V and always has w[i] > 0 (if total > 0). With ``inplace``
-    the cumulative sums overwrite w (saves a (B, V) buffer).
+    Returns the first index i with cumsum(w)[i] > u * total. With ``inplace`` the cumulative
+    sums overwrite w (saves a (B, V) buffer).
     """
     c = w.cumsum_(dim=-1) if inplace else torch.cumsum(w, dim=-1)
+    return _sample_from_cumsum(c, u)
+
+
+def _sample_from_cumsum(c: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF draw from cumulative weights c (B, V). The threshold u * total is clamped
+    below the total, so the index is always < V and its weight is > 0 (if total > 0)."""
     total = c[:, -1:]
-    t = u.to(w.dtype).unsqueeze(-1) * total
+    t = u.to(c.dtype).unsqueeze(-1) * total
     t = torch.minimum(t, torch.nextafter(total, torch.full_like(total, float("-inf"))))
-    return torch.searchsorted(c, t.contiguous(), right=True).squeeze(-1).clamp_(max=w.shape[-1] - 1)
+    return torch.searchsorted(c, t.contiguous(), right=True).squeeze(-1).clamp_(max=c.shape[-1] - 1)
 
 
 def _select_rows(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -172,15 +177,23 @@ def _verify_chain_uniforms(target_probs, draft_probs, draft_tokens, u_accept, u_
             coef = torch.where(not_full, -1.0, 0.0).to(p.dtype).unsqueeze(-1)
             p_sel = w
             w = torch.addcmul(p_sel, q_sel, coef, out=q_sel).clamp_min_(0.0)   # p - q, or p
-            bad = w.sum(dim=-1, keepdim=True) <= 0      # p == q: fall back to p
-            w.addcmul_(p_sel, bad.to(p.dtype))
-    y = _sample_inverse_cdf(w, u_sample, inplace=True)
+            c = w.cumsum_(dim=-1)
+            bad = c[:, -1] <= 0
+            if bool(bad.any()):     # p == q: rejection had probability 0; fall back to p
+                c[bad] = p_sel[bad].cumsum(dim=-1)
+            return _chain_output(x, n_acc, _sample_from_cumsum(c, u_sample))
+    c = w.cumsum_(dim=-1)
+    y = _sample_from_cumsum(c, u_sample)
     if fallback_tok is not None:
-        bad = (w[:, -1] <= 0) & not_full                 # w now holds the cumulative sums
+        bad = (c[:, -1] <= 0) & not_full
         y = torch.where(bad, fallback_tok, y)
+    return _chain_output(x, n_acc, y)
 
-    pos = torch.arange(K + 1, device=p.device)
-    x_pad = torch.cat([x, torch.full((B, 1), -1, dtype=torch.int64, device=p.device)], dim=1)
+
+def _chain_output(x, n_acc, y):
+    B, K = x.shape
+    pos = torch.arange(K + 1, device=x.device)
+    x_pad = torch.cat([x, torch.full((B, 1), -1, dtype=torch.int64, device=x.device)], dim=1)
     tokens = torch.where(pos < n_acc.unsqueeze(-1), x_pad, -1)
     tokens = torch.where(pos == n_acc.unsqueeze(-1), y.unsqueeze(-1), tokens)
     return tokens, n_acc + 1
@@ -216,7 +229,8 @@ def verify_chain(target_probs, draft_probs, draft_tokens, generator=None):
     Returns (tokens (B, K+1) int64 padded with -1, num_tokens (B,) int64 in [1, K+1]);
     tokens[b, :num_tokens[b]] are the accepted drafts then the correction or bonus token.
     ``generator``: optional torch.Generator on the tensors' device.
-    Vectorised over B and K (no Python loop).
+    Vectorised over B and K (no Python loop). With draft_probs given it synchronises once with
+    the host (to check whether any row needs the p == q fallback); verify_tree never does.
     """
     p, q, x = _check_chain_args(target_probs, draft_probs, draft_tokens)
     B, K1, _ = p.shape

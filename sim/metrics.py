@@ -39,9 +39,10 @@ def summarize(result: RunResult, trace: TraceSpec) -> dict:
     dec = cols["prefill_tokens"] == 0
     dec_busy = float(cols["duration"][dec].sum())
     hw = trace.hardware
-    peak = hw.peak(compute_dtype(trace.model)) * trace.tp
+    peak = hw.peak(compute_dtype(trace.model))  # per device: step FLOPs and bytes are one device's share
     st = result.allocator
     total_out = int(out_tok.sum())
+    kv_tokens = int((r["prompt_tokens"] + out_tok).sum())
     slo = trace.slo
     ok = np.ones(len(ttft), dtype=bool)
     if slo.ttft_p99_s is not None:
@@ -63,10 +64,11 @@ def summarize(result: RunResult, trace: TraceSpec) -> dict:
         "steps": len(cols["time"]),
         "mean_batch_size": float(cols["batch_size"].mean()) if len(cols["time"]) else 0.0,
         "compute_utilization": float(cols["flops"].sum() / (busy * peak)) if busy else 0.0,
-        "bandwidth_utilization": float(cols["bytes"].sum() / (busy * hw.mem_bw * trace.tp)) if busy else 0.0,
+        "bandwidth_utilization": float(cols["bytes"].sum() / (busy * hw.mem_bw)) if busy else 0.0,
         # the same over steps without prefill work: the decode roofline position
         "decode_compute_utilization": float(cols["flops"][dec].sum() / (dec_busy * peak)) if dec_busy else 0.0,
-        "decode_bandwidth_utilization": float(cols["bytes"][dec].sum() / (dec_busy * hw.mem_bw * trace.tp)) if dec_busy else 0.0,
+        "decode_bandwidth_utilization": float(cols["bytes"][dec].sum() / (dec_busy * hw.mem_bw)) if dec_busy else 0.0,
+        "decode_arithmetic_intensity": float(cols["flops"][dec].sum() / cols["bytes"][dec].sum()) if dec.any() else None,
         "memory_bound_fraction": float(cols["duration"][cols["bound"] == "memory"].sum() / busy) if busy else 0.0,
         "slo_attainment": float(ok.mean()) if len(ok) else 0.0,
         "speedup_vs_baseline": None,  # filled by the report, which knows the baseline run
@@ -74,6 +76,9 @@ def summarize(result: RunResult, trace: TraceSpec) -> dict:
             "page_allocs": st.page_allocs,
             "page_frees": st.page_frees,
             "ops_per_token": (st.page_allocs + st.page_frees) / total_out if total_out else 0.0,
+            # pages taken per token written to the KV cache (prompt and output): ~1/page_size when
+            # speculation does not churn the pool
+            "allocs_per_kv_token": st.page_allocs / kv_tokens if kv_tokens else 0.0,
             "kv_copy_bytes": st.kv_copy_bytes,
             "peak_pages": st.peak_pages,
             "preemptions": result.preemptions,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sim.cost import compute_dtype
 from sim.metrics import request_arrays, summarize
 from sim.simulator import RunResult
 from sim.spec import TraceSpec
@@ -39,6 +40,7 @@ def build(trace: TraceSpec, runs: list[dict], producer: str = "sim") -> dict:
         "version": 1, "trace": trace.name, "producer": producer,
         "hardware": hw, "model": trace.model.to_dict(),
         "parallel": {"tp": trace.tp}, "kv_pages": trace.num_pages,
+        "knee_flop_per_byte": trace.hardware.knee(compute_dtype(trace.model)),
         "runs": runs,
     }
 

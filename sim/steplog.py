@@ -1,4 +1,5 @@
-"""Per-step records (DESIGN.md §5 per-step rows).
+"""Per-step records (DESIGN.md §5 per-step rows). With tensor parallelism, `flops` and `bytes`
+are one device's share (each device does 1/tp of the work in the same time).
 
 Appends are cheap (one tuple per step or per run of steps, values scalar or arrays); the
 columns are assembled once, with numpy, when the report asks for them.
