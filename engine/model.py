@@ -27,6 +27,8 @@ from sim.models import ModelSpec
 
 ROPE_THETA = 500_000.0  # Llama 3
 NORM_EPS = 1e-5
+LOGIT_STD = 4.0  # random models: spread of the logits (greedy decoding rarely meets near-ties)
+OUT_GAIN = 2.0  # random models: scale of each attention / FFN output added to the residual stream
 
 
 def check_dense(spec: ModelSpec) -> None:
@@ -216,14 +218,15 @@ class Model:
         def norm_w() -> torch.Tensor:
             return (1.0 + 0.1 * torch.randn((H,), generator=g)).to(device, dtype)
 
-        embed = w(V, H, 1.0)
+        # The embedding is small next to the layers' outputs (which RMSNorm makes O(1) whatever
+        # its scale), so that a tied head does not just predict the current token again.
+        embed = w(V, H, LOGIT_STD * H ** -0.5)
         layers = []
-        depth_scale = 1.0 / math.sqrt(2 * spec.layers)
         for _ in range(spec.layers):
-            layers.append(Layer(norm_w(), w((nh + 2 * nkv) * d, H, H ** -0.5), w(H, nh * d, depth_scale * (nh * d) ** -0.5),
-                                norm_w(), w(2 * F, H, H ** -0.5), w(H, F, depth_scale * F ** -0.5)))
+            layers.append(Layer(norm_w(), w((nh + 2 * nkv) * d, H, H ** -0.5), w(H, nh * d, OUT_GAIN * (nh * d) ** -0.5),
+                                norm_w(), w(2 * F, H, H ** -0.5), w(H, F, OUT_GAIN * F ** -0.5)))
         norm = norm_w()
-        head = None if spec.tied_embeddings else w(V, H, 4.0 * H ** -0.5)
+        head = None if spec.tied_embeddings else w(V, H, LOGIT_STD * H ** -0.5)
         return Model(spec, embed, layers, norm, head, backend=backend, rope_theta=rope_theta)
 
     @property

@@ -1,0 +1,137 @@
+"""Where the engine's model comes from: the trace's `engine:` section (DESIGN.md §4).
+
+`engine.checkpoint` is
+* a trained family name (a shipped checkpoint; none exist yet, so any name is an error that lists
+  what is available), or
+* a mapping `{random_shape: <model preset | model file | mapping>, layers: n, hidden: .., heads: ..,
+  kv_heads: .., head_dim: .., ffn: .., vocab: .., tied_embeddings: .., seed: ..}`: random weights
+  of a real shape scaled down to fit; a key left out keeps the shape's value; `seed` defaults to
+  the trace's seed;
+* absent: a random model of the trace's own `model:` shape with its layers cut to 2 (at most),
+  seeded by the trace's seed. A small default that runs everywhere; say `checkpoint:` to choose.
+
+Random models read prompts from `engine.prompts` (seeded by the trace seed and request id).
+`engine.backend`: torch | triton (default: triton on CUDA when installed, torch otherwise);
+`engine.device`: cpu | cuda (default: cuda when a GPU is present, else cpu). The engine ignores
+`hardware:` except to price steps in the report (the simulator's cost model, for comparison).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from kernels.backend import BACKENDS, default_backend, interpreter_active, triton_available
+from sim.errors import SpecError
+from sim.models import ModelSpec, model_from_node
+from sim.spec import TraceSpec
+from sim.specio import Node
+
+FAMILIES: dict[str, object] = {}  # trained families (name -> loader); none shipped yet
+DEFAULT_LAYERS = 2
+_SHAPE_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab")
+_KEYS = ("random_shape",) + _SHAPE_KEYS + ("tied_embeddings", "seed")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """What the engine will build: a shape, random weights from a seed, on a device, with kernels."""
+
+    spec: ModelSpec  # the model actually run (fp32 on CPU: bytes_per_weight 4)
+    seed: int
+    device: str
+    backend: str
+    dtype: torch.dtype
+    description: str
+
+    def build(self):
+        from engine.model import Model
+        return Model.random(self.spec, self.seed, device=self.device, dtype=self.dtype, backend=self.backend)
+
+    def to_dict(self) -> dict:
+        return {"checkpoint": self.description, "seed": self.seed, "device": self.device, "backend": self.backend,
+                "dtype": str(self.dtype).removeprefix("torch.")}
+
+
+def _engine_node(trace: TraceSpec) -> Node:
+    node = trace.engine.node
+    return node if node is not None else Node({}, str(trace.path), "engine")
+
+
+def resolve(trace: TraceSpec) -> ModelSource:
+    """Read and check the trace's engine section; raises SpecError at the offending key."""
+    node = _engine_node(trace)
+    f = node.mapping(("checkpoint", "backend", "device"))
+    device = _device(f.get("device"), node)
+    backend = _backend(f.get("backend"), node, device)
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    seed = trace.seed
+    if "checkpoint" not in f or f["checkpoint"].value is None:
+        spec = trace.model
+        where = Node(None, node.file, f"{node.path}.checkpoint" if node.path else "engine.checkpoint")
+        _dense(spec, where, "the trace's model")
+        spec = replace(spec, name=f"{spec.name}-random-{min(spec.layers, DEFAULT_LAYERS)}l",
+                       layers=min(spec.layers, DEFAULT_LAYERS))
+        desc = f"random {spec.name} (default: the trace's model cut to {DEFAULT_LAYERS} layers)"
+    else:
+        ck = f["checkpoint"]
+        if isinstance(ck.value, str):
+            raise ck.error(f"unknown checkpoint family '{ck.value}'; available trained families: "
+                           f"{', '.join(FAMILIES) or 'none yet'} (or a mapping such as "
+                           "{random_shape: llama-3.2-1b, layers: 2})")
+        spec, seed = _random(ck, trace)
+        desc = f"random {spec.name}"
+    width = 4.0 if dtype == torch.float32 else 2.0
+    spec = replace(spec, bytes_per_weight=width, bytes_per_kv=width)
+    return ModelSource(spec=spec, seed=seed, device=device, backend=backend, dtype=dtype, description=desc)
+
+
+def _random(ck: Node, trace: TraceSpec) -> tuple[ModelSpec, int]:
+    f = ck.mapping(_KEYS, required=("random_shape",))
+    base = model_from_node(f["random_shape"], trace.base_dir)
+    _dense(base, f["random_shape"], f"random_shape '{base.name}'")
+    changes = {k: f[k].integer(lo=1, hi=1_000_000) for k in _SHAPE_KEYS if k in f}
+    if "tied_embeddings" in f:
+        changes["tied_embeddings"] = f["tied_embeddings"].boolean()
+    seed = f["seed"].integer(lo=0, hi=2**63 - 1) if "seed" in f else trace.seed
+    spec = replace(base, **changes)
+    if changes:
+        spec = replace(spec, name=f"{base.name}-scaled")
+    if spec.heads % spec.kv_heads:
+        raise ck.error(f"heads ({spec.heads}) must be a multiple of kv_heads ({spec.kv_heads})")
+    if spec.head_dim % 2:
+        raise (f["head_dim"] if "head_dim" in f else ck).error(f"head_dim must be even (RoPE), got {spec.head_dim}")
+    if spec.params_total > 50e9:
+        raise ck.error(f"{spec.params_total / 1e9:.1f}B parameters is too large to build with random weights; "
+                       "scale it down (layers, hidden, ffn, vocab)")
+    return spec, seed
+
+
+def _dense(spec: ModelSpec, node: Node, what: str) -> None:
+    if spec.experts or spec.attention != "mha":
+        kind = "a mixture-of-experts" if spec.experts else "an MLA"
+        raise node.error(f"{what} is {kind} model; the engine builds dense Llama-style models only "
+                         "(give engine.checkpoint: {random_shape: <a dense preset>, ...})")
+
+
+def _device(node: Node | None, parent: Node) -> str:
+    if node is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    dev = node.string(("cpu", "cuda"))
+    if dev == "cuda" and not torch.cuda.is_available():
+        raise node.error("cuda requested but no GPU is available here (torch.cuda.is_available() is False); "
+                         "use device: cpu")
+    return dev
+
+
+def _backend(node: Node | None, parent: Node, device: str) -> str:
+    if node is None:
+        return default_backend(device)
+    name = node.string(BACKENDS)
+    if name == "triton":
+        if not triton_available():
+            raise node.error("triton is not installed; use backend: torch")
+        if device == "cpu" and not interpreter_active():
+            raise node.error("triton on the CPU runs only in its interpreter: set TRITON_INTERPRET=1 in the "
+                             "environment, or use backend: torch")
+    return name

@@ -1,0 +1,244 @@
+"""The engine's executor (DESIGN.md §2, §10): sim's Scheduler and KV allocator driven by real
+forward passes.
+
+    batch = sched.schedule(now)          # the planner (e.g. prompt lookup) drafts inside it
+    logits = model(batch)                # one flat forward over every query token of the step
+    emitted, paths = verify(batch)       # greedy at temperature 0, rejection sampling above
+    sched.commit(batch, paths, now + dt) # which calls kv.commit / kv.rollback; naive copies follow
+
+Clock: a virtual clock that advances by each step's measured duration (time.perf_counter around
+schedule + draft + forward + verify, then the KV copies the commit asked for; on CUDA with
+torch.cuda.synchronize() before each reading). Idle time does not exist on it: with open-loop
+arrivals the engine admits every request whose arrival time the clock has passed before each
+step, and when nothing can run it jumps the clock to the next arrival. So latencies are what a
+replica running back to back would see, wherever the host spends its time between steps (the
+report's writing, the progress bar). Closed-loop runs add a new request each time one finishes,
+stamped with the clock at that moment, as the simulator does.
+
+Per-step rows carry the measured duration; flops, bytes and bound come from sim's cost model
+(`sim.cost.ForwardCost`) for the model actually run, priced on the trace's `hardware:` (the
+engine runs on whatever it runs on; the columns say what the simulator would charge for the same
+batch, which is what validation compares).
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import torch
+
+from engine.kv_cache import KVCache, install_recorder, pages_bound
+from engine.model import Model, SeqQuery, StepBatch
+from engine.ngram import NGramPlanner
+from engine.prompts import prompt_tokens
+from engine.sampling import warp
+from engine.verify import verify_chain, verify_chain_greedy, verify_tree, verify_tree_greedy
+from sim import trees as T
+from sim.cost import ForwardCost, Work, bound_of
+from sim.errors import SpecError
+from sim.scheduler import Scheduler, SeqState
+from sim.simulator import RunResult
+from sim.spec import TraceSpec
+from sim.steplog import StepLog
+from sim.workload import Request, Workload
+
+SCHEMES = ("none", "ngram")
+
+
+def check_schemes(trace: TraceSpec) -> None:
+    """The engine runs `none` and `ngram` so far; anything else is a SpecError at its entry."""
+    for i, scheme in enumerate(trace.speculation):
+        if scheme.name not in SCHEMES:
+            raise SpecError(str(trace.path), f"speculation[{i}].scheme",
+                            f"the engine does not run scheme '{scheme.name}' yet (it runs: {', '.join(SCHEMES)})")
+
+
+def make_planner(scheme, tokens: dict[int, list[int]]):
+    if scheme.name == "none":
+        return None
+    if scheme.name == "ngram":
+        return NGramPlanner(scheme, tokens)
+    raise ValueError(f"the engine does not run scheme {scheme.name!r}")
+
+
+@dataclass
+class EngineResult:
+    result: RunResult
+    tokens: dict[int, list[int]]  # request id -> generated token ids
+
+
+class EngineRun:
+    """One (scheme, workload) run on one model: continuous batching until every request is done."""
+
+    def __init__(self, trace: TraceSpec, scheme, workload: Workload, model: Model, seed: int | None = None,
+                 progress: Callable[[int, int], None] | None = None):
+        self.trace, self.scheme, self.workload, self.model = trace, scheme, workload, model
+        self.progress = progress
+        self.device = model.device
+        self.temperature = trace.workload.temperature
+        serving = replace(trace.serving, paging=scheme.paging) if scheme.paging else trace.serving
+        self.tokens: dict[int, list[int]] = {}  # prompt + generated, per live or finished request
+        cache_bytes = model.spec.layers * 2 * model.spec.kv_heads * model.spec.head_dim * model.embed.element_size()
+        self.sched = Scheduler(serving, trace.num_pages, cache_bytes, planner=make_planner(scheme, self.tokens),
+                               max_nodes=scheme.max_nodes())
+        self.kv = install_recorder(self.sched)
+        reqs = workload.requests
+        live = min(serving.max_num_seqs, workload.closed_concurrency or len(reqs))
+        pages = pages_bound((r.prompt_tokens + r.output_tokens + scheme.max_nodes() for r in reqs),
+                            serving.page_size, live, trace.num_pages)
+        self.cache = KVCache(model.spec, pages, serving.page_size, self.device, model.dtype)
+        self.cost = ForwardCost(model.spec, trace.hardware, 1)
+        self.gen = torch.Generator(self.device).manual_seed(trace.seed if seed is None else seed)
+        self.log = StepLog()
+        self.seqs: list[SeqState] = []
+        self.pending: deque[Request] = deque(reqs)
+        self.now = 0.0
+        self.done = 0
+        self.decode_seq_steps = 0
+        self.decode_tokens = 0
+        self._counted = (0, 0)  # allocator (allocs, frees) already logged
+
+    # ---- intake ----------------------------------------------------------------------------
+    def _admit(self, req: Request, at: float) -> None:
+        self.tokens[req.id] = prompt_tokens(self.trace.seed, req.id, req.prompt_tokens, self.model.spec.vocab)
+        self.seqs.append(self.sched.add(req, at))
+
+    def _arrivals(self) -> None:
+        while self.pending and self.pending[0].arrival <= self.now:
+            req = self.pending.popleft()
+            self._admit(req, req.arrival)
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def run(self) -> EngineResult:
+        total = len(self.workload.requests)
+        closed = self.workload.closed_concurrency
+        if closed:
+            for _ in range(min(closed, len(self.pending))):
+                self._admit(self.pending.popleft(), 0.0)
+        self._warm_up()
+        sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        while self.done < total:
+            if not closed:
+                self._arrivals()
+            t0 = time.perf_counter()
+            batch = self.sched.schedule(self.now)
+            if batch is None:
+                if not closed and self.pending:
+                    self.now = max(self.now, self.pending[0].arrival)
+                    continue
+                raise RuntimeError("the scheduler has nothing to run but requests are unfinished")
+            ops = self._pool_ops()  # as the simulator counts them: since the last step was scheduled
+            emitted, paths = self._forward_verify(batch)
+            sync()
+            dt = time.perf_counter() - t0
+            finished = self.sched.commit(batch, paths, self.now + dt)
+            copies = self.kv.take_copies()
+            if copies:  # naive trees: accepted nodes move to consecutive positions, before anything reuses pages
+                t1 = time.perf_counter()
+                self.cache.copy(copies)
+                sync()
+                dt += time.perf_counter() - t1
+            self._record(batch, emitted, paths, dt, ops)
+            self.now += dt
+            self.done += len(finished)
+            if closed and self.pending:
+                for _ in range(min(len(finished), len(self.pending))):
+                    self._admit(self.pending.popleft(), self.now)
+            if finished and self.progress:
+                self.progress(self.done, total)
+        for s in self.seqs:
+            got = len(self.tokens[s.id]) - s.prompt
+            assert got == s.output, f"request {s.id}: {got} tokens generated, {s.output} requested"
+        result = RunResult(seqs=sorted(self.seqs, key=lambda s: s.id), steps=self.log, allocator=self.kv.stats,
+                           preemptions=self.sched.preemptions, duration=self.now,
+                           decode_seq_steps=self.decode_seq_steps, decode_tokens=self.decode_tokens)
+        gen = {s.id: self.tokens[s.id][s.prompt:] for s in result.seqs}
+        return EngineResult(result, gen)
+
+    def _warm_up(self) -> None:
+        """One untimed 1-token step into slot 0 (first-call set-up costs stay off the clock). The
+        slot is free; whatever later owns it writes its own KV there before reading it."""
+        step = StepBatch.pack([SeqQuery(tokens=[0], ctx=0, index=[0])], self.device)
+        self.model.forward(step, self.cache)
+
+    # ---- one step ---------------------------------------------------------------------------
+    def _forward_verify(self, batch) -> tuple[list[list[int]], list[list[int]]]:
+        """Run the batch; returns per sequence the emitted tokens (accepted drafts + one sampled)
+        and the accepted node path (both empty for a sequence that does not sample this step)."""
+        kv = self.kv
+        queries = []
+        top = 0
+        for i, seq in enumerate(batch.seqs):
+            ctx, q, tree = batch.context[i], batch.query[i], batch.trees[i]
+            plan = batch.plans[i] if tree else None
+            queries.append(SeqQuery(tokens=self.tokens[seq.id][ctx:ctx + q], ctx=ctx, index=kv.index(seq.id),
+                                    nodes=plan.tokens if tree else (), parents=tree,
+                                    spec_slots=kv.spec_slots(seq.id) if tree else (), logits=batch.samples[i]))
+            if batch.slots[i]:
+                top = max(top, max(batch.slots[i]))
+        self.cache.ensure(top)
+        step = StepBatch.pack(queries, self.device)
+        _, logits = self.model.forward(step, self.cache)  # (R, V)
+        n = batch.size
+        emitted: list[list[int]] = [[] for _ in range(n)]
+        paths: list[list[int]] = [[] for _ in range(n)]
+        groups: dict[tuple, list[int]] = {}
+        for i in range(n):
+            if batch.samples[i]:
+                groups.setdefault(tuple(batch.trees[i]), []).append(i)
+        for parents, idx in sorted(groups.items(), key=lambda g: (len(g[0]), g[0])):
+            t = len(parents)
+            rows = torch.stack([logits[step.logit_start[i]:step.logit_start[i] + t + 1] for i in idx])  # (G, t+1, V)
+            drafts = torch.tensor([list(batch.plans[i].tokens) if t else [] for i in idx], dtype=torch.int64,
+                                  device=self.device).view(len(idx), t)  # (G, t)
+            toks, num, path = self._verify(rows, drafts, parents)
+            toks, num = toks.tolist(), num.tolist()
+            path = path.tolist() if path is not None else None
+            for b, i in enumerate(idx):
+                k = num[b]
+                emitted[i] = toks[b][:k]
+                paths[i] = list(range(k - 1)) if path is None else path[b][:k - 1]
+        return emitted, paths
+
+    def _verify(self, rows: torch.Tensor, drafts: torch.Tensor, parents: tuple):
+        """(tokens, num_tokens, path or None for chains) for one group of same-shaped drafts."""
+        chain = parents == T.chain(len(parents))
+        if self.temperature == 0:
+            if chain:
+                return (*verify_chain_greedy(rows, drafts), None)
+            return verify_tree_greedy(rows, drafts, list(parents))
+        probs = warp(rows, self.temperature)
+        if chain:
+            return (*verify_chain(probs, None, drafts, generator=self.gen), None)
+        return verify_tree(probs, None, drafts, list(parents), generator=self.gen)
+
+    def _pool_ops(self) -> tuple[int, int]:
+        st = self.kv.stats
+        ops = (st.page_allocs - self._counted[0], st.page_frees - self._counted[1])
+        self._counted = (st.page_allocs, st.page_frees)
+        return ops
+
+    def _record(self, batch, emitted, paths, dt: float, ops: tuple[int, int]) -> None:
+        for i, seq in enumerate(batch.seqs):
+            if emitted[i]:
+                self.tokens[seq.id].extend(emitted[i])
+                assert len(self.tokens[seq.id]) == seq.num_tokens
+        acc = 0
+        for i in range(batch.size):
+            if batch.decode[i]:
+                a = len(paths[i])
+                self.decode_seq_steps += 1
+                self.decode_tokens += a + 1
+                acc += a
+        allocs, frees = ops
+        tokens, pairs, kv_read, lm, prefill = batch.aggregates()
+        c = self.cost(Work(tokens=tokens, seqs=batch.size, pairs=pairs, kv_read=kv_read, lm_tokens=lm))
+        self.log.append(1, self.now, dt, batch.size, tokens, kv_read - tokens, c.flops, c.bytes,
+                        bound_of(c.compute_time, c.memory_time), acc, allocs, frees, prefill)
+
+
+def run_scheme(trace: TraceSpec, scheme, workload: Workload, model: Model,
+               progress: Callable[[int, int], None] | None = None) -> EngineResult:
+    return EngineRun(trace, scheme, workload, model, progress=progress).run()
