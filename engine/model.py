@@ -28,7 +28,7 @@ from sim.models import ModelSpec
 ROPE_THETA = 500_000.0  # Llama 3
 NORM_EPS = 1e-5
 LOGIT_STD = 4.0  # random models: spread of the logits (greedy decoding rarely meets near-ties)
-OUT_GAIN = 2.0  # random models: scale of each attention / FFN output added to the residual stream
+OUT_GAIN = 8.0  # random models: scale of each attention / FFN output added to the residual stream
 
 
 def check_dense(spec: ModelSpec) -> None:

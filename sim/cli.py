@@ -14,7 +14,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sim import plots
 from sim import report as rpt
 from sim.errors import SpecError
 from sim.scheduler import RequestTooLarge
@@ -55,7 +54,9 @@ def run_trace(trace: TraceSpec, out: Path | None, sweep: bool | None = None, pro
     if out is not None:
         try:
             rpt.write(out, report, results, wall={"started_unix": t0, "elapsed_s": time.time() - t0})
-            if len(levels) > 1:  # a sweep: the planner's CSV and figures
+            if len(levels) > 1:  # a sweep: the planner's CSV and figures (matplotlib loads only then)
+                from sim import plots
+
                 plots.write_csv(report, out / "sweep.csv")
                 plots.plot_all(report, out / "plots")
         except OSError as exc:

@@ -230,9 +230,23 @@ class KVAllocator:
 
     def grow(self, seq_id: Hashable, n_tokens: int) -> list[Slot]:
         """Committed growth by ``n_tokens``; creates an unknown sequence. Returns new slots."""
+        s = self._seqs.get(seq_id)
+        if n_tokens == 1 and s is not None and s.parents is None:  # a decode step: the common case, kept short
+            if self._naive:
+                L = len(s.index)
+                ps = self.page_size
+                if L < len(s.pages) * ps:
+                    slot = s.pages[L // ps] * ps + L % ps
+                    s.index.append(slot)
+                    self.stats.committed_tokens += 1
+                    return [slot]
+            elif s.free:
+                slot = s.free.pop()
+                s.index.append(slot)
+                self.stats.committed_tokens += 1
+                return [slot]
         if n_tokens < 0:
             raise ValueError("n_tokens must be >= 0")
-        s = self._seqs.get(seq_id)
         created = s is None
         if created:
             s = _Seq()

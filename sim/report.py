@@ -53,7 +53,8 @@ def _csv(columns: dict[str, np.ndarray], names) -> str:
         if name in INT_COLUMNS:
             col = col.astype(np.int64)
         parts.append(map(str if col.dtype.kind != "f" else repr, col.tolist()))
-    return ",".join(names) + "\n" + "".join(line + "\n" for line in map(",".join, zip(*parts)))
+    body = "\n".join(map(",".join, zip(*parts)))
+    return ",".join(names) + "\n" + (body + "\n" if body else "")
 
 
 def write(out: Path, report: dict, results: dict[str, RunResult], wall: dict | None = None) -> Path:

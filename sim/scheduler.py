@@ -19,6 +19,7 @@ from typing import Protocol, Sequence
 
 from sim import trees as T
 from sim.kv import KVAllocator
+from sim.kv_count import PageCounter
 from sim.spec import ServingSpec
 from sim.workload import Request
 
@@ -34,7 +35,7 @@ class SeqState:
     """One request's progress through the replica."""
 
     __slots__ = ("id", "request", "prompt", "output", "generated", "computed", "first_token", "finish",
-                 "steps", "preemptions", "admitted", "arrival")
+                 "steps", "preemptions", "admitted", "arrival", "num_tokens")
 
     def __init__(self, request: Request, arrival: float):
         self.id = request.id
@@ -43,16 +44,13 @@ class SeqState:
         self.prompt = request.prompt_tokens
         self.output = request.output_tokens
         self.generated = 0
+        self.num_tokens = self.prompt  # prompt + generated (kept in step with `generated`)
         self.computed = 0
         self.first_token: float | None = None
         self.finish: float | None = None
         self.steps = 0
         self.preemptions = 0
         self.admitted = False
-
-    @property
-    def num_tokens(self) -> int:
-        return self.prompt + self.generated
 
     @property
     def remaining(self) -> int:
@@ -75,6 +73,7 @@ class Batch:
     page_allocs: int = 0  # pool operations caused while scheduling this step
     page_frees: int = 0
     preempted: list[SeqState] = field(default_factory=list)
+    accepted: int = 0  # drafted tokens accepted over the batch (set by commit)
 
     @property
     def size(self) -> int:
@@ -112,14 +111,19 @@ class RequestTooLarge(Exception):
 
 class Scheduler:
     def __init__(self, serving: ServingSpec, num_pages: int, kv_bytes_per_token: int, planner: Planner | None = None,
-                 max_nodes: int = 0):
+                 max_nodes: int = 0, track_slots: bool = True):
+        """track_slots=False (the simulator) keeps page counts only (sim.kv_count.PageCounter,
+        proven count-for-count equal to KVAllocator); the engine needs the slots."""
         self.cfg = serving
-        self.kv = KVAllocator(num_pages, serving.page_size, serving.paging, kv_bytes_per_token)
+        kv_class = KVAllocator if track_slots else PageCounter
+        self.kv = kv_class(num_pages, serving.page_size, serving.paging, kv_bytes_per_token)
         self.planner = planner
         self.max_nodes = max_nodes
         self.waiting: deque[SeqState] = deque()
         self.running: list[SeqState] = []
         self.preemptions = 0
+        self.decode_steps = 0  # sequence-steps that decoded (for mean committed tokens per step)
+        self.decode_tokens = 0  # tokens those sequence-steps committed, bonus included
 
     # ---- intake ----------------------------------------------------------------------------
     def add(self, request: Request, now: float) -> SeqState:
@@ -144,7 +148,7 @@ class Scheduler:
         plan: list[tuple[SeqState, int, object]] = []  # (sequence, committed query tokens, draft plan or None)
         drafts = None
         if self.planner is not None:
-            decoding = [s for s in self.running if s.num_tokens - s.computed == 1]
+            decoding = [s for s in self.running if s.num_tokens == s.computed + 1]
             drafts = iter(self.planner.plan(decoding)) if decoding else None
         for seq in self.running:
             if budget <= 0:
@@ -183,20 +187,21 @@ class Scheduler:
         if not plan:
             return None
         allocs0, frees0 = kv.stats.page_allocs, kv.stats.page_frees
-        batch = Batch(seqs=[], query=[], trees=[], plans=[], samples=[], decode=[], context=[], preempted=preempted)
+        grow, speculate = kv.grow, kv.speculate
+        trees, all_slots, samples, decode = [], [], [], []
         for seq, q, draft in plan:
-            slots = kv.grow(seq.id, q)
+            slots = grow(seq.id, q)
             tree = draft.parents if draft is not None else ()
             if tree:
-                slots = slots + kv.speculate(seq.id, tree)
-            batch.seqs.append(seq)
-            batch.query.append(q)
-            batch.trees.append(tree)
-            batch.plans.append(draft)
-            batch.samples.append(seq.computed + q == seq.num_tokens)
-            batch.decode.append(q == 1 and seq.generated > 0 and seq.computed + 1 == seq.num_tokens)
-            batch.context.append(seq.computed)
-            batch.slots.append(slots)
+                slots = slots + speculate(seq.id, tree)
+            trees.append(tree)
+            all_slots.append(slots)
+            end = seq.computed + q == seq.num_tokens
+            samples.append(end)
+            decode.append(end and q == 1 and seq.generated > 0)
+        batch = Batch(seqs=[p[0] for p in plan], query=[p[1] for p in plan], trees=trees, plans=[p[2] for p in plan],
+                      samples=samples, decode=decode, context=[p[0].computed for p in plan], slots=all_slots,
+                      preempted=preempted)
         batch.page_allocs = kv.stats.page_allocs - allocs0
         batch.page_frees = kv.stats.page_frees - frees0
         return batch
@@ -272,18 +277,25 @@ class Scheduler:
         kv = self.kv
         k = batch.repeat
         finished = []
-        for i, seq in enumerate(batch.seqs):
-            path = accepted[i] if (accepted is not None and batch.trees[i]) else ()
-            if batch.trees[i]:
-                kv.commit(seq.id, list(path))
-            seq.computed += batch.query[i] * k + len(path)
+        accepted_total = 0
+        for i, (seq, tree, q, sampled, dec) in enumerate(zip(batch.seqs, batch.trees, batch.query, batch.samples,
+                                                             batch.decode)):
+            path = accepted[i] if (accepted is not None and tree) else ()
+            if tree:
+                kv.commit(seq.id, path)
+                accepted_total += len(path)
+            seq.computed += q * k + len(path)
             seq.steps += k
-            if batch.samples[i]:
+            if dec:
+                self.decode_steps += k
+                self.decode_tokens += (len(path) + 1) * k
+            if sampled:
                 new = (len(path) + 1) if k == 1 else k
                 assert new <= seq.remaining, "a step may not emit past the requested output"
                 if seq.generated == 0:
                     seq.first_token = now
                 seq.generated += new
+                seq.num_tokens += new
                 if seq.generated >= seq.output:
                     seq.finish = now
                     kv.release(seq.id)
@@ -291,4 +303,5 @@ class Scheduler:
         if finished:
             done = set(id(s) for s in finished)
             self.running = [s for s in self.running if id(s) not in done]
+        batch.accepted = accepted_total
         return finished

@@ -47,15 +47,13 @@ class Replica:
         self.spec = Speculator(scheme, trace, trace.seed) if isinstance(scheme, SpecScheme) else None
         serving = replace(trace.serving, paging=scheme.paging) if scheme.paging else trace.serving
         self.sched = Scheduler(serving, trace.num_pages, int(trace.model.kv_bytes_per_token),
-                               planner=self.spec, max_nodes=scheme.max_nodes())
+                               planner=self.spec, max_nodes=scheme.max_nodes(), track_slots=False)
         self.target_cost = ForwardCost(trace.model, trace.hardware, trace.tp)
         self.log = StepLog()
         self.seqs: list[SeqState] = []
         self.pending = list(reversed(workload.requests))  # not yet arrived, next at the end
         self.wakeup: simpy.Event | None = None
         self.done = 0
-        self.decode_seq_steps = 0
-        self.decode_tokens = 0
         self._charged = (0, 0, 0)  # allocator (allocs, frees, copy bytes) already priced
 
     # ---- processes --------------------------------------------------------------------------
@@ -84,7 +82,8 @@ class Replica:
             yield self.env.timeout(dt)
             accepted = self.spec.accept(batch) if (self.spec is not None and any(batch.trees)) else None
             finished = self.sched.commit(batch, accepted, self.env.now)
-            self._count_decode(batch, accepted)
+            if batch.accepted:
+                self.log.set_last("accepted", batch.accepted)
             self.done += len(finished)
             if self.workload.closed_concurrency:
                 self._arrive(len(finished))
@@ -141,17 +140,6 @@ class Replica:
         self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
         return k, total
 
-    def _count_decode(self, batch, accepted) -> None:
-        acc = 0
-        for i, seq in enumerate(batch.seqs):
-            if batch.decode[i]:
-                n = len(accepted[i]) if (accepted is not None and batch.trees[i]) else 0
-                self.decode_seq_steps += batch.repeat
-                self.decode_tokens += (n + 1) * batch.repeat
-                acc += n
-        if acc:
-            self.log.set_last("accepted", acc)
-
     def run(self) -> RunResult:
         if self.workload.closed_concurrency:
             self._arrive(self.workload.closed_concurrency)
@@ -162,7 +150,7 @@ class Replica:
         st = self.sched.kv.stats
         return RunResult(seqs=sorted(self.seqs, key=lambda s: s.id), steps=self.log, allocator=st,
                          preemptions=self.sched.preemptions, duration=self.env.now,
-                         decode_seq_steps=self.decode_seq_steps, decode_tokens=self.decode_tokens)
+                         decode_seq_steps=self.sched.decode_steps, decode_tokens=self.sched.decode_tokens)
 
 
 def simulate(trace: TraceSpec, scheme: Scheme, workload: Workload, fast: bool = True,

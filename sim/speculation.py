@@ -77,7 +77,8 @@ class Speculator:
         d = self.depth = self.policy.choose(len(seqs), ctx)
         if d == 0:
             return [None] * len(seqs)
-        return [self.tree(d, s.remaining - 1) if s.remaining > 1 else None for s in seqs]
+        tree = self.tree
+        return [tree(d, s.output - s.generated - 1) if s.output - s.generated > 1 else None for s in seqs]
 
     # ---- cost -------------------------------------------------------------------------------
     def draft_cost(self, batch) -> Cost:

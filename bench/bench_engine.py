@@ -1,0 +1,122 @@
+"""Decode on this machine: is the engine's step memory-bound, and where is the knee?
+
+1. Copy bandwidth: median time of `dst.copy_(src)` on a 1 GiB fp32 tensor (bytes moved = 2 x size).
+2. Batch-1 decode step of a random-weight model big enough to be memory-bound here (default:
+   llama-3.2-1b's shape cut to 4 layers, ~2 GB of fp32 weights): achieved weight-streaming
+   bandwidth = bytes the step must read (weights + KV) / step time, as a fraction of (1).
+3. Batch sweep 1..64: step time, tokens/s, achieved FLOP/s; the knee is where the step time
+   starts growing ~linearly with the batch (compute takes over from weight streaming).
+
+The step is the engine's own (`engine.model.Model.forward` over the paged cache, torch kernels),
+every sequence decoding one token over a short context. Medians over repeats.
+
+    python bench/bench_engine.py [--layers 4] [--context 32] [--repeats 5] [--threads 2]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import replace
+
+import torch
+
+from engine.kv_cache import KVCache
+from engine.model import Model, SeqQuery, StepBatch
+from sim.models import model_from_node
+from sim.specio import Node
+
+BATCHES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def median_time(fn, repeats: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def copy_bandwidth(gib: float = 1.0, repeats: int = 7) -> float:
+    n = int(gib * 2**30) // 4
+    src = torch.ones(n, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    t = median_time(lambda: dst.copy_(src), repeats, warmup=2)
+    del src, dst
+    return 2 * n * 4 / t
+
+
+def decode_setup(model: Model, batch: int, context: int, page_size: int = 16):
+    """A cache holding `batch` sequences of `context` tokens, and the decode step over them."""
+    per_seq = -(-(context + 1) // page_size)
+    cache = KVCache(model.spec, batch * per_seq, page_size)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        cache.data.normal_(generator=g)
+    queries = []
+    for b in range(batch):
+        base = b * per_seq * page_size
+        index = list(range(base, base + context + 1))
+        queries.append(SeqQuery(tokens=[(7 * b + 3) % model.spec.vocab], ctx=context, index=index))
+    return cache, StepBatch.pack(queries)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", default="llama-3.2-1b")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--context", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    bw = copy_bandwidth()
+    print(f"copy bandwidth (1 GiB dst.copy_(src), median of 7): {bw / 1e9:.2f} GB/s  [{args.threads} threads]")
+
+    spec = model_from_node(Node(args.shape, None, "shape"), None)
+    spec = replace(spec, layers=args.layers, bytes_per_weight=4, bytes_per_kv=4)
+    t0 = time.perf_counter()
+    model = Model.random(spec, seed=0)
+    w_bytes = model.weight_bytes
+    # what a decode step reads: every layer, the final norm, and the LM head (the embedding
+    # gather touches one row per token); tied: the embedding matrix is the head
+    streamed = w_bytes - (0 if model.lm_head is model.embed else model.embed.numel() * 4)
+    print(f"model: random {spec.name} cut to {spec.layers} layers, {w_bytes / 1e9:.2f} GB fp32 weights "
+          f"({streamed / 1e9:.2f} GB read per step), built in {time.perf_counter() - t0:.1f}s")
+
+    rows = []
+    kv_tok = spec.layers * 2 * spec.kv_heads * spec.head_dim * 4
+    flops_tok = 2 * spec.params_active
+    for B in BATCHES:
+        cache, step = decode_setup(model, B, args.context)
+        t = median_time(lambda: model.forward(step, cache), args.repeats, warmup=1)
+        nbytes = streamed + B * (args.context + 1) * kv_tok
+        rows.append((B, t, B / t, nbytes / t, B * flops_tok / t))
+        del cache
+
+    t1 = rows[0][1]
+    print()
+    print(f"{'batch':>5} {'step ms':>9} {'tok/s':>9} {'x t(1)':>7} {'GB/s':>7} {'% copy BW':>9} {'GFLOP/s':>8}")
+    for B, t, tps, bps, fps in rows:
+        print(f"{B:>5} {t * 1e3:>9.1f} {tps:>9.1f} {t / t1:>7.2f} {bps / 1e9:>7.2f} {100 * bps / bw:>8.1f}% "
+              f"{fps / 1e9:>8.1f}")
+    frac = rows[0][3] / bw
+    print(f"\nbatch-1 decode streams {rows[0][3] / 1e9:.2f} GB/s = {100 * frac:.0f}% of copy bandwidth "
+          f"(target >= 85%)")
+    # knee: the first batch whose doubling raises the step time by more than half (growth closer to
+    # linear than to flat); and where the flat batch-1 line meets the linear fit of the two largest
+    knee = next((rows[i][0] for i in range(len(rows) - 1) if rows[i + 1][1] / rows[i][1] > 1.5), None)
+    (b1, ta), (b2, tb) = (rows[-2][0], rows[-2][1]), (rows[-1][0], rows[-1][1])
+    slope = (tb - ta) / (b2 - b1)
+    icpt = ta - slope * b1
+    cross = (t1 - icpt) / slope if slope > 0 else float("inf")
+    print(f"knee: step time starts growing ~linearly after batch {knee if knee else '> ' + str(BATCHES[-1])} "
+          f"(doubling costs > 1.5x); linear fit of the largest batches meets the batch-1 line at B ~ {cross:.1f}")
+
+
+if __name__ == "__main__":
+    main()
