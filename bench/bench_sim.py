@@ -6,6 +6,7 @@
    Poisson 8 req/s, scheme none) as `python -m sim run ... --out TMP` in a fresh process: wall time
    per request, median of --repeats runs. Target: <= 0.5 ms/request. (Vidur 0.0.26 is quoted at
    about 8 ms/request on the same trace on a machine like this one; not measured here.)
+   The same with EAGLE-2 60-token trees (bench/traces/speed-4096-eagle2.yaml), target the same.
 2. --scaling: the same trace at 4k, 16k, 50k and 100k requests: wall time, ms/request, peak RSS.
    Targets: 100k requests under 1 GB; cost linear in requests.
 Also prints the fast path against --step-by-step on the 4,096 trace, side by side.
@@ -25,6 +26,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "bench" / "traces" / "speed-4096.yaml"
+TRACE_EAGLE2 = ROOT / "bench" / "traces" / "speed-4096-eagle2.yaml"
 RUNNER = ("import resource, sys; from sim.cli import main; rc = main(sys.argv[1:]); "
           "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
 
@@ -66,6 +68,13 @@ def main() -> None:
         print(f"  fast path     : median {mf:.3f} s = {mf / n * 1e3:.3f} ms/request  (runs: {', '.join(f'{x:.2f}' for x in fast)})")
         print(f"  step-by-step  : median {ms:.3f} s = {ms / n * 1e3:.3f} ms/request  (fast is {ms / mf:.1f}x faster)")
         print(f"  target 0.5 ms/request: {'met' if mf / n * 1e3 <= 0.5 else 'MISSED'}")
+        e2 = [one(TRACE_EAGLE2, tmp / "e2")[0] for _ in range(args.repeats)]
+        me = statistics.median(e2)
+        s2 = json.loads((tmp / "e2" / "report.json").read_text())["runs"][0]["summary"]
+        print(f"speed-4096-eagle2 (EAGLE-2, 60-token trees): {s2['steps']} steps, "
+              f"{s2['mean_accepted_tokens']:.2f} tokens/step")
+        print(f"  fast path     : median {me:.3f} s = {me / n * 1e3:.3f} ms/request  (runs: {', '.join(f'{x:.2f}' for x in e2)})")
+        print(f"  target 0.5 ms/request: {'met' if me / n * 1e3 <= 0.5 else 'MISSED'}")
         if args.scaling:
             print("scaling (one run each):")
             for size in (4096, 16384, 50000, 100000):

@@ -84,7 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--save-tokens", action="store_true", help="write runs/<label>-<conc>-tokens.jsonl")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--quiet", action="store_true", help="no table")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for torch (default: torch's own choice; 1 suits tiny models on a busy machine)")
     args = ap.parse_args(argv)
+    if args.threads is not None:
+        import torch
+        torch.set_num_threads(max(1, args.threads))
     console = Console(stderr=True)
     try:
         trace = load_trace(args.trace)

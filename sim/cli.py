@@ -31,7 +31,7 @@ def run_trace(trace: TraceSpec, out: Path | None, sweep: bool | None = None, pro
     if sweep and not trace.sweep_concurrency:
         raise SpecError(str(trace.path), "sweep.concurrency", "missing: `sweep` needs a list of concurrency levels")
     t0 = time.time()
-    runs, results = [], {}
+    runs = []
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    console=console, disable=not progress, transient=True)
     with bar:
@@ -47,21 +47,28 @@ def run_trace(trace: TraceSpec, out: Path | None, sweep: bool | None = None, pro
                                     "serving.memory_fraction) or shorten workload lengths") from None
                 entry = rpt.run_entry(trace, scheme, conc, res)
                 runs.append(entry)
-                results[entry["per_request"]] = res
+                if out is not None:  # each run's rows go to disk as soon as it ends
+                    _writing(out, rpt.write_run, out, entry, res)
+                del res
                 bar.remove_task(task)
     rpt.fill_speedups(runs, trace.speculation[0].label)
     report = rpt.build(trace, runs)
     if out is not None:
-        try:
-            rpt.write(out, report, results, wall={"started_unix": t0, "elapsed_s": time.time() - t0})
-            if len(levels) > 1:  # a sweep: the planner's CSV and figures (matplotlib loads only then)
-                from sim import plots
+        _writing(out, rpt.write, out, report, wall={"started_unix": t0, "elapsed_s": time.time() - t0})
+        if len(levels) > 1:  # a sweep: the planner's CSV and figures (matplotlib loads only then)
+            from sim import plots
 
-                plots.write_csv(report, out / "sweep.csv")
-                plots.plot_all(report, out / "plots")
-        except OSError as exc:
-            raise SpecError(str(out), "--out", f"cannot write the report: {exc.strerror or exc}") from None
+            _writing(out, plots.write_csv, report, out / "sweep.csv")
+            _writing(out, plots.plot_all, report, out / "plots")
     return report
+
+
+def _writing(out: Path, fn, *args, **kwargs):
+    """Run a writer; a file-system failure becomes a clean error naming --out."""
+    try:
+        return fn(*args, **kwargs)
+    except OSError as exc:
+        raise SpecError(str(out), "--out", f"cannot write the report: {exc.strerror or exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

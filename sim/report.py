@@ -45,25 +45,36 @@ def build(trace: TraceSpec, runs: list[dict], producer: str = "sim") -> dict:
     }
 
 
-def _csv(columns: dict[str, np.ndarray], names) -> str:
-    """CSV with floats at full precision (repr round-trips), built column by column."""
-    parts = []
-    for name in names:
-        col = columns[name]
-        if name in INT_COLUMNS:
-            col = col.astype(np.int64)
-        parts.append(map(str if col.dtype.kind != "f" else repr, col.tolist()))
-    body = "\n".join(map(",".join, zip(*parts)))
-    return ",".join(names) + "\n" + (body + "\n" if body else "")
+def write_csv(path: Path, columns: dict[str, np.ndarray], names, chunk: int = 20_000) -> None:
+    """CSV with floats at full precision (repr round-trips), written in chunks of rows so memory
+    stays flat however long the run."""
+    n = len(columns[names[0]]) if names else 0
+    with path.open("w") as fh:
+        fh.write(",".join(names) + "\n")
+        for lo in range(0, n, chunk):
+            parts = []
+            for name in names:
+                col = columns[name][lo:lo + chunk]
+                if name in INT_COLUMNS:
+                    col = col.astype(np.int64)
+                parts.append(map(str if col.dtype.kind != "f" else repr, col.tolist()))
+            fh.write("\n".join(map(",".join, zip(*parts))))
+            fh.write("\n")
 
 
-def write(out: Path, report: dict, results: dict[str, RunResult], wall: dict | None = None) -> Path:
-    """Write report.json and each run's CSVs under `out`; returns the report's path."""
+def write_run(out: Path, entry: dict, result: RunResult) -> None:
+    """One run's per-request and per-step CSVs (written as soon as the run ends)."""
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    for entry in report["runs"]:
-        res = results[entry["per_request"]]
-        (out / entry["per_request"]).write_text(_csv(request_arrays(res), REQUEST_COLUMNS))
-        (out / entry["per_step"]).write_text(_csv(res.steps.columns(), COLUMNS))
+    write_csv(out / entry["per_request"], request_arrays(result), REQUEST_COLUMNS)
+    write_csv(out / entry["per_step"], result.steps.columns(), COLUMNS)
+
+
+def write(out: Path, report: dict, results: dict[str, RunResult] | None = None, wall: dict | None = None) -> Path:
+    """Write report.json under `out` (atomically), and the runs' CSVs when `results` (keyed by each
+    entry's per_request path) are given; returns the report's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    for entry in report["runs"] if results else ():
+        write_run(out, entry, results[entry["per_request"]])
     doc = dict(report)
     if wall is not None:
         doc["wall_clock"] = wall  # the only field that differs between two runs of the same trace

@@ -145,11 +145,15 @@ class Scheduler:
         cfg = self.cfg
         kv = self.kv
         budget = cfg.max_num_batched_tokens
-        plan: list[tuple[SeqState, int, object]] = []  # (sequence, committed query tokens, draft plan or None)
+        chunked = cfg.chunked_prefill
+        # (sequence, committed query tokens, draft plan or None, pages it needs)
+        plan: list[tuple[SeqState, int, object, int]] = []
         drafts = None
         if self.planner is not None:
             decoding = [s for s in self.running if s.num_tokens == s.computed + 1]
             drafts = iter(self.planner.plan(decoding)) if decoding else None
+        pages_needed = kv.pages_needed
+        need = 0
         for seq in self.running:
             if budget <= 0:
                 break
@@ -159,64 +163,66 @@ class Scheduler:
                 nodes = len(draft.parents) if draft is not None else 0
                 if nodes + 1 > budget:
                     draft, nodes = None, 0
-                plan.append((seq, 1, draft))
+                n = pages_needed(seq.id, 1 + nodes)
+                plan.append((seq, 1, draft, n))
                 budget -= 1 + nodes
             else:
-                q = min(pending, budget) if cfg.chunked_prefill else pending
+                q = min(pending, budget) if chunked else pending
                 if q > budget and plan:
                     continue
-                plan.append((seq, q, None))
+                n = pages_needed(seq.id, q)
+                plan.append((seq, q, None, n))
                 budget -= q
-        preempted = self._fit(plan)
-        free = self._free
+            need += n
+        free = kv.free_pages() - need
+        preempted = self._fit(plan) if free < 0 else []
+        if preempted:
+            free = kv.free_pages() - sum(p[3] for p in plan)
         while self.waiting and len(self.running) < cfg.max_num_seqs and budget > 0:
             seq = self.waiting[0]
             pending = seq.num_tokens - seq.computed
-            q = min(pending, budget) if cfg.chunked_prefill else pending
+            q = min(pending, budget) if chunked else pending
             if q > budget and plan:
                 break
-            need = kv.pages_needed(seq.id, q)
-            if need > free:
+            n = pages_needed(seq.id, q)
+            if n > free:
                 break
             self.waiting.popleft()
             self.running.append(seq)
             seq.admitted = True
-            plan.append((seq, q, None))
+            plan.append((seq, q, None, n))
             budget -= q
-            free -= need
+            free -= n
         if not plan:
             return None
-        allocs0, frees0 = kv.stats.page_allocs, kv.stats.page_frees
+        st = kv.stats
+        allocs0, frees0 = st.page_allocs, st.page_frees
         grow, speculate = kv.grow, kv.speculate
-        trees, all_slots, samples, decode = [], [], [], []
-        for seq, q, draft in plan:
+        seqs, query, plans, trees, all_slots, samples, decode, context = [], [], [], [], [], [], [], []
+        for seq, q, draft, _ in plan:
             slots = grow(seq.id, q)
             tree = draft.parents if draft is not None else ()
             if tree:
                 slots = slots + speculate(seq.id, tree)
+            seqs.append(seq)
+            query.append(q)
+            plans.append(draft)
             trees.append(tree)
             all_slots.append(slots)
+            context.append(seq.computed)
             end = seq.computed + q == seq.num_tokens
             samples.append(end)
             decode.append(end and q == 1 and seq.generated > 0)
-        batch = Batch(seqs=[p[0] for p in plan], query=[p[1] for p in plan], trees=trees, plans=[p[2] for p in plan],
-                      samples=samples, decode=decode, context=[p[0].computed for p in plan], slots=all_slots,
-                      preempted=preempted)
-        batch.page_allocs = kv.stats.page_allocs - allocs0
-        batch.page_frees = kv.stats.page_frees - frees0
-        return batch
+        return Batch(seqs=seqs, query=query, trees=trees, plans=plans, samples=samples, decode=decode,
+                     context=context, slots=all_slots, preempted=preempted,
+                     page_allocs=st.page_allocs - allocs0, page_frees=st.page_frees - frees0)
 
-    def _fit(self, plan: list[tuple[SeqState, int, tuple]]) -> list[SeqState]:
-        """Preempt from the tail of the running list until the planned step's pages fit; leaves
-        the pages still free after the plan in self._free."""
+    def _fit(self, plan: list[tuple[SeqState, int, object, int]]) -> list[SeqState]:
+        """Preempt from the tail of the running list until the planned step's pages fit."""
         kv = self.kv
         preempted = []
         while True:
-            need = 0
-            for s, q, d in plan:
-                need += kv.pages_needed(s.id, q + (len(d.parents) if d is not None else 0))
-            if need <= kv.free_pages() or not plan:
-                self._free = kv.free_pages() - need
+            if sum(p[3] for p in plan) <= kv.free_pages() or not plan:
                 return preempted
             victim = self.running.pop()
             plan[:] = [p for p in plan if p[0] is not victim]

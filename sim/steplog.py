@@ -1,8 +1,9 @@
 """Per-step records (DESIGN.md §5 per-step rows). With tensor parallelism, `flops` and `bytes`
 are one device's share (each device does 1/tp of the work in the same time).
 
-Appends are cheap (one tuple per step or per run of steps, values scalar or arrays); the
-columns are assembled once, with numpy, when the report asks for them.
+Appends are cheap (one tuple per step or per run of steps, values scalar or arrays); every few
+thousand blocks they are packed into numpy column chunks, so a million steps take about 100
+bytes each. The binding roof is kept as a flag and spelled out when the columns are read.
 """
 from __future__ import annotations
 
@@ -10,18 +11,21 @@ import numpy as np
 
 COLUMNS = ("time", "duration", "batch_size", "query_tokens", "context_tokens", "flops", "bytes", "bound",
            "accepted", "page_allocs", "page_frees", "prefill_tokens")
-_DTYPES = {"bound": "U7", "batch_size": np.int64, "query_tokens": np.int64, "context_tokens": np.int64,
-           "accepted": np.int64, "page_allocs": np.int64, "page_frees": np.int64, "prefill_tokens": np.int64}
+_INTS = {"batch_size", "query_tokens", "context_tokens", "accepted", "page_allocs", "page_frees", "prefill_tokens"}
+_PACK_EVERY = 4096  # blocks
 
 
 class StepLog:
     def __init__(self) -> None:
         self._blocks: list[tuple] = []  # (n, value per column...)
+        self._chunks: dict[str, list[np.ndarray]] = {c: [] for c in COLUMNS}  # "bound" holds compute-bound flags
         self._cache: dict[str, np.ndarray] | None = None
 
     def append(self, n: int, *values) -> None:
         """One block of n steps; `values` follow COLUMNS, each a scalar or an array of length n."""
         assert len(values) == len(COLUMNS)
+        if len(self._blocks) >= _PACK_EVERY:
+            self._pack()
         self._blocks.append((n, *values))
         self._cache = None
 
@@ -32,23 +36,40 @@ class StepLog:
         self._blocks[-1] = (n, *vals)
         self._cache = None
 
+    def _pack(self) -> None:
+        blocks = self._blocks
+        if not blocks:
+            return
+        ns = np.fromiter((b[0] for b in blocks), dtype=np.int64, count=len(blocks))
+        ends = np.cumsum(ns)
+        is_run = [isinstance(b[2], np.ndarray) for b in blocks]  # blocks holding arrays
+        runs = [i for i, r in enumerate(is_run) if r]
+        for c, name in enumerate(COLUMNS, start=1):
+            vals = [0 if r else b[c] for b, r in zip(blocks, is_run)]
+            if name == "bound":
+                vals = [False if r else v == "compute" for v, r in zip(vals, is_run)]
+                dtype = bool
+            else:
+                dtype = np.int64 if name in _INTS else np.float64
+            out = np.repeat(np.asarray(vals, dtype=dtype), ns)
+            for i in runs:
+                v = blocks[i][c]
+                out[ends[i] - ns[i]:ends[i]] = (np.asarray(v) == "compute") if name == "bound" else v
+            self._chunks[name].append(out)
+        self._blocks = []
+
     def columns(self) -> dict[str, np.ndarray]:
         if self._cache is None:
-            blocks = self._blocks
-            ns = np.fromiter((b[0] for b in blocks), dtype=np.int64, count=len(blocks))
-            ends = np.cumsum(ns)
-            runs = [i for i, b in enumerate(blocks) if isinstance(b[2], np.ndarray)]  # blocks holding arrays
-            isrun = np.zeros(len(blocks), dtype=bool)
-            isrun[runs] = True
+            self._pack()
             cols = {}
-            for c, name in enumerate(COLUMNS, start=1):
-                vals = [0 if r else b[c] for b, r in zip(blocks, isrun.tolist())]
-                out = np.repeat(np.asarray(vals, dtype=_DTYPES.get(name, np.float64)), ns)
-                for i in runs:
-                    out[ends[i] - ns[i]:ends[i]] = blocks[i][c]
-                cols[name] = out
+            for name in COLUMNS:
+                parts = self._chunks[name]
+                dtype = bool if name == "bound" else (np.int64 if name in _INTS else np.float64)
+                arr = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+                self._chunks[name] = [arr]
+                cols[name] = np.where(arr, "compute", "memory") if name == "bound" else arr
             self._cache = cols
         return self._cache
 
     def __len__(self) -> int:
-        return int(sum(b[0] for b in self._blocks))
+        return len(self.columns()["time"])
