@@ -11,6 +11,7 @@
   seeded by the trace's seed. A small default that runs everywhere; say `checkpoint:` to choose.
 
 Random models read prompts from `engine.prompts` (seeded by the trace seed and request id).
+Weights and KV are fp32 on the CPU, bf16 on CUDA.
 `engine.backend`: torch | triton (default: triton on CUDA when installed, torch otherwise);
 `engine.device`: cpu | cuda (default: cuda when a GPU is present, else cpu). The engine ignores
 `hardware:` except to price steps in the report (the simulator's cost model, for comparison).
@@ -62,8 +63,8 @@ def resolve(trace: TraceSpec) -> ModelSource:
     """Read and check the trace's engine section; raises SpecError at the offending key."""
     node = _engine_node(trace)
     f = node.mapping(("checkpoint", "backend", "device"))
-    device = _device(f.get("device"), node)
-    backend = _backend(f.get("backend"), node, device)
+    device = _device(f.get("device"))
+    backend = _backend(f.get("backend"), device)
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     seed = trace.seed
     if "checkpoint" not in f or f["checkpoint"].value is None:
@@ -114,7 +115,7 @@ def _dense(spec: ModelSpec, node: Node, what: str) -> None:
                          "(give engine.checkpoint: {random_shape: <a dense preset>, ...})")
 
 
-def _device(node: Node | None, parent: Node) -> str:
+def _device(node: Node | None) -> str:
     if node is None:
         return "cuda" if torch.cuda.is_available() else "cpu"
     dev = node.string(("cpu", "cuda"))
@@ -124,7 +125,7 @@ def _device(node: Node | None, parent: Node) -> str:
     return dev
 
 
-def _backend(node: Node | None, parent: Node, device: str) -> str:
+def _backend(node: Node | None, device: str) -> str:
     if node is None:
         return default_backend(device)
     name = node.string(BACKENDS)

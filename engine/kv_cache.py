@@ -8,8 +8,8 @@ goes; the allocator does, in both modes:
 * indexshare: a sequence's KV is read through its token index (`kv.index(seq)` + this step's
   speculative slots); accepted drafts stay where they were written, nothing is copied;
 * naive: accepted tree nodes off the prefix are moved into consecutive positions. `kv.commit`
-  returns those (src, dst) copies; `RecordingAllocator` keeps them for the engine, which applies
-  them (`KVCache.copy`) right after the commit, before anything else can reuse the pages.
+  returns those (src, dst) copies and the scheduler's commit puts them on the batch; the engine
+  applies them (`KVCache.copy`) right after the commit, before anything else can reuse the pages.
 
 Physical size: the allocator's pool has the trace's `num_pages` (the policy the simulator also
 uses), which for a scaled-down model can be far more than the engine will touch. The pool hands
@@ -23,7 +23,6 @@ from typing import Hashable, Iterable, Sequence
 
 import torch
 
-from sim.kv import KVAllocator
 from sim.models import ModelSpec
 
 
@@ -103,32 +102,37 @@ class KVCache:
         return k[idx], v[idx]
 
 
-class RecordingAllocator(KVAllocator):
-    """sim's allocator, unchanged, keeping the KV copies its commits return: the scheduler calls
-    `kv.commit` inside `Scheduler.commit` and drops the return value, so the engine collects them
-    here (`take_copies`) and performs them before the next step."""
+class SlotTables:
+    """Each live sequence's committed slots (its row of the kernels' kv_slots) as a growing int64
+    tensor, extended by the new tail of `kv.index(seq)` each step instead of rebuilt from Python
+    ints. Valid because a committed slot never changes until the sequence is released (sim.kv).
+    `kv.index` is the allocator's own list for the sequence, a new list once a released sequence
+    is placed again, so a row whose list has changed is rebuilt; `drop` frees a finished row."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.copies: list[tuple[int, int]] = []
+    def __init__(self) -> None:
+        self._rows: dict[Hashable, tuple[torch.Tensor, int, Sequence[int]]] = {}
 
-    def commit(self, seq_id: Hashable, path: Sequence[int]) -> list[tuple[int, int]]:
-        out = super().commit(seq_id, path)
-        self.copies.extend(out)
-        return out
+    def row(self, seq_id: Hashable, index: Sequence[int]) -> torch.Tensor:
+        buf, n, owner = self._rows.get(seq_id, (None, 0, None))
+        if owner is not index:  # new, or released (preempted) and placed again
+            buf, n = None, 0
+        m = len(index)
+        assert m >= n, "a committed index only grows until release"
+        if buf is None or m > buf.shape[0]:
+            grown = torch.empty(max(m, 64, 2 * (buf.shape[0] if buf is not None else 0)), dtype=torch.int64)
+            if n:
+                grown[:n] = buf[:n]
+            buf = grown
+        if m > n:
+            buf[n:m] = torch.as_tensor(index[n:m], dtype=torch.int64)
+        self._rows[seq_id] = (buf, m, index)
+        return buf[:m]
 
-    def take_copies(self) -> list[tuple[int, int]]:
-        out, self.copies = self.copies, []
-        return out
+    def drop(self, seq_id: Hashable) -> None:
+        self._rows.pop(seq_id, None)
 
-
-def install_recorder(sched) -> RecordingAllocator:
-    """Swap a fresh scheduler's allocator for a RecordingAllocator with the same settings."""
-    kv = sched.kv
-    assert not kv.seq_ids(), "install the recorder before the scheduler places anything"
-    rec = RecordingAllocator(kv.num_pages, kv.page_size, kv.mode, kv.kv_bytes_per_token)
-    sched.kv = rec
-    return rec
+    def __len__(self) -> int:
+        return len(self._rows)
 
 
 def pages_bound(lengths: Iterable[int], page_size: int, max_seqs: int, num_pages: int) -> int:

@@ -50,13 +50,14 @@ class SeqQuery:
 
     tokens: the committed query tokens (a prefill chunk, or the last sampled token), which sit at
     positions ctx..ctx+len-1; index: the sequence's committed slots, positions 0..ctx+len-1 (this
-    step's included); nodes/parents/spec_slots: drafted tokens, their tree and their slots;
+    step's included), a list or a 1-D int64 CPU tensor (the runner keeps tensors, so a long
+    context is not rebuilt from Python ints every step); nodes/parents/spec_slots: drafted tokens, their tree and their slots;
     logits: whether to compute logits for the last committed query token and every node.
     """
 
     tokens: Sequence[int]
     ctx: int
-    index: Sequence[int]
+    index: Sequence[int] | torch.Tensor
     nodes: Sequence[int] = ()
     parents: Sequence[int] = ()
     spec_slots: Sequence[int] = ()
@@ -77,6 +78,7 @@ class StepBatch:
     tree_start: torch.Tensor  # (B,) int64 (NO_TREE without a tree)
     q_anc: torch.Tensor  # (N,) int64 ancestor-or-self bitmask of tree nodes (0 otherwise)
     logit_rows: torch.Tensor  # (R,) int64 rows of the flat batch whose logits are wanted
+    max_pos: int = 0  # the largest RoPE position (host int)
     row_start: list[int] = field(default_factory=list)  # per sequence: its first row in the flat batch
     logit_start: list[int] = field(default_factory=list)  # per sequence: its first logits row, or -1
 
@@ -95,7 +97,6 @@ class StepBatch:
         rows: list[int] = []
         tstart: list[int] = []
         lens: list[int] = []
-        table: list[Sequence[int]] = []
         row_start, logit_start = [], []
         for b, s in enumerate(seqs):
             q, ctx, t = len(s.tokens), s.ctx, len(s.nodes)
@@ -107,7 +108,8 @@ class StepBatch:
             ids.extend(s.tokens)
             rope.extend(range(ctx, end))
             qpos.extend(range(ctx, end))
-            store.extend(s.index[ctx:end])
+            new = s.index[ctx:end]
+            store.extend(new.tolist() if isinstance(new, torch.Tensor) else new)
             anc.extend([0] * q)
             if t:
                 depth: list[int] = []
@@ -129,16 +131,19 @@ class StepBatch:
             else:
                 logit_start.append(-1)
             lens.append(end + t)
-            table.append(list(s.index) + list(s.spec_slots))
         L = max(lens, default=0)
         kv = torch.zeros((len(seqs), L), dtype=torch.int64)
-        for b, row in enumerate(table):
-            if row:
-                kv[b, :len(row)] = torch.as_tensor(row, dtype=torch.int64)
+        for b, s in enumerate(seqs):
+            n = len(s.index)
+            if n:
+                kv[b, :n] = torch.as_tensor(s.index, dtype=torch.int64)
+            if len(s.spec_slots):
+                kv[b, n:n + len(s.spec_slots)] = torch.as_tensor(list(s.spec_slots), dtype=torch.int64)
         t64 = lambda x: torch.as_tensor(x, dtype=torch.int64).to(device)  # noqa: E731
         return StepBatch(token_ids=t64(ids), rope_pos=t64(rope), store_slots=t64(store), kv_slots=kv.to(device),
                          kv_lens=t64(lens), q_seq=t64(qseq), q_pos=t64(qpos), tree_start=t64(tstart),
-                         q_anc=t64(anc), logit_rows=t64(rows), row_start=row_start, logit_start=logit_start)
+                         q_anc=t64(anc), logit_rows=t64(rows), max_pos=max(rope, default=0), row_start=row_start,
+                         logit_start=logit_start)
 
 
 # ------------------------------------------------------------------------------------ the model
@@ -159,10 +164,13 @@ class Rope:
         self.cos = emb.cos().to(self.device, self.dtype)
         self.sin = emb.sin().to(self.device, self.dtype)
 
+    def ensure(self, max_pos: int) -> None:
+        """Make positions up to max_pos valid (checked on the host: no device sync per call)."""
+        if max_pos >= self.cos.shape[0]:
+            self._grow(max(2 * self.cos.shape[0], max_pos + 1))
+
     def __call__(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """x (N, heads, d), pos (N,) -> x rotated by its positions."""
-        if x.shape[0] and int(pos.max()) >= self.cos.shape[0]:
-            self._grow(max(2 * self.cos.shape[0], int(pos.max()) + 1))
+        """x (N, heads, d), pos (N,) -> x rotated by its positions (< the table size, see ensure)."""
         cos = self.cos[pos].unsqueeze(1)  # (N, 1, d)
         sin = self.sin[pos].unsqueeze(1)
         h = x.shape[-1] // 2
@@ -245,6 +253,7 @@ class Model:
         s, ops = self.spec, self.ops
         nh, nkv, d = s.heads, s.kv_heads, s.head_dim
         N = step.num_tokens
+        self.rope.ensure(step.max_pos)
         x = self.embed[step.token_ids]  # (N, H) residual stream
         for li, layer in enumerate(self.layers):
             h = ops.rms_norm(x, layer.attn_norm, NORM_EPS)  # (N, H)
@@ -282,6 +291,7 @@ def reference_forward(model: Model, tokens: Sequence[int], positions: Sequence[i
     ids = torch.as_tensor(list(tokens), dtype=torch.int64, device=dev)
     T = ids.shape[0]
     pos = torch.arange(T, device=dev) if positions is None else torch.as_tensor(list(positions), device=dev)
+    model.rope.ensure(int(pos.max()) if T else 0)
     if mask is None:
         mask = torch.ones((T, T), dtype=torch.bool, device=dev).tril()
     mask = mask.to(dev)

@@ -29,7 +29,7 @@ from typing import Callable
 
 import torch
 
-from engine.kv_cache import KVCache, install_recorder, pages_bound
+from engine.kv_cache import KVCache, SlotTables, pages_bound
 from engine.model import Model, SeqQuery, StepBatch
 from engine.ngram import NGramPlanner
 from engine.prompts import prompt_tokens
@@ -83,12 +83,13 @@ class EngineRun:
         cache_bytes = model.spec.layers * 2 * model.spec.kv_heads * model.spec.head_dim * model.embed.element_size()
         self.sched = Scheduler(serving, trace.num_pages, cache_bytes, planner=make_planner(scheme, self.tokens),
                                max_nodes=scheme.max_nodes())
-        self.kv = install_recorder(self.sched)
+        self.kv = self.sched.kv
         reqs = workload.requests
         live = min(serving.max_num_seqs, workload.closed_concurrency or len(reqs))
         pages = pages_bound((r.prompt_tokens + r.output_tokens + scheme.max_nodes() for r in reqs),
                             serving.page_size, live, trace.num_pages)
         self.cache = KVCache(model.spec, pages, serving.page_size, self.device, model.dtype)
+        self.tables = SlotTables()
         self.cost = ForwardCost(model.spec, trace.hardware, 1)
         self.gen = torch.Generator(self.device).manual_seed(trace.seed if seed is None else seed)
         self.log = StepLog()
@@ -96,8 +97,6 @@ class EngineRun:
         self.pending: deque[Request] = deque(reqs)
         self.now = 0.0
         self.done = 0
-        self.decode_seq_steps = 0
-        self.decode_tokens = 0
         self._counted = (0, 0)  # allocator (allocs, frees) already logged
 
     # ---- intake ----------------------------------------------------------------------------
@@ -130,17 +129,21 @@ class EngineRun:
                     continue
                 raise RuntimeError("the scheduler has nothing to run but requests are unfinished")
             ops = self._pool_ops()  # as the simulator counts them: since the last step was scheduled
+            for seq in batch.preempted:
+                self.tables.drop(seq.id)
             emitted, paths = self._forward_verify(batch)
             sync()
             dt = time.perf_counter() - t0
             finished = self.sched.commit(batch, paths, self.now + dt)
-            copies = self.kv.take_copies()
+            copies = batch.copies
             if copies:  # naive trees: accepted nodes move to consecutive positions, before anything reuses pages
                 t1 = time.perf_counter()
                 self.cache.copy(copies)
                 sync()
                 dt += time.perf_counter() - t1
             self._record(batch, emitted, paths, dt, ops)
+            for seq in finished:
+                self.tables.drop(seq.id)
             self.now += dt
             self.done += len(finished)
             if closed and self.pending:
@@ -153,7 +156,7 @@ class EngineRun:
             assert got == s.output, f"request {s.id}: {got} tokens generated, {s.output} requested"
         result = RunResult(seqs=sorted(self.seqs, key=lambda s: s.id), steps=self.log, allocator=self.kv.stats,
                            preemptions=self.sched.preemptions, duration=self.now,
-                           decode_seq_steps=self.decode_seq_steps, decode_tokens=self.decode_tokens)
+                           decode_seq_steps=self.sched.decode_steps, decode_tokens=self.sched.decode_tokens)
         gen = {s.id: self.tokens[s.id][s.prompt:] for s in result.seqs}
         return EngineResult(result, gen)
 
@@ -173,7 +176,8 @@ class EngineRun:
         for i, seq in enumerate(batch.seqs):
             ctx, q, tree = batch.context[i], batch.query[i], batch.trees[i]
             plan = batch.plans[i] if tree else None
-            queries.append(SeqQuery(tokens=self.tokens[seq.id][ctx:ctx + q], ctx=ctx, index=kv.index(seq.id),
+            queries.append(SeqQuery(tokens=self.tokens[seq.id][ctx:ctx + q], ctx=ctx,
+                                    index=self.tables.row(seq.id, kv.index(seq.id)),
                                     nodes=plan.tokens if tree else (), parents=tree,
                                     spec_slots=kv.spec_slots(seq.id) if tree else (), logits=batch.samples[i]))
             if batch.slots[i]:
@@ -225,18 +229,11 @@ class EngineRun:
             if emitted[i]:
                 self.tokens[seq.id].extend(emitted[i])
                 assert len(self.tokens[seq.id]) == seq.num_tokens
-        acc = 0
-        for i in range(batch.size):
-            if batch.decode[i]:
-                a = len(paths[i])
-                self.decode_seq_steps += 1
-                self.decode_tokens += a + 1
-                acc += a
         allocs, frees = ops
         tokens, pairs, kv_read, lm, prefill = batch.aggregates()
         c = self.cost(Work(tokens=tokens, seqs=batch.size, pairs=pairs, kv_read=kv_read, lm_tokens=lm))
-        self.log.append(1, self.now, dt, batch.size, tokens, kv_read - tokens, c.flops, c.bytes,
-                        bound_of(c.compute_time, c.memory_time), acc, allocs, frees, prefill)
+        self.log.append(1, self.now, dt, batch.size, tokens, sum(batch.context), c.flops, c.bytes,
+                        bound_of(c.compute_time, c.memory_time), batch.accepted, allocs, frees, prefill)
 
 
 def run_scheme(trace: TraceSpec, scheme, workload: Workload, model: Model,

@@ -74,6 +74,7 @@ class Batch:
     page_frees: int = 0
     preempted: list[SeqState] = field(default_factory=list)
     accepted: int = 0  # drafted tokens accepted over the batch (set by commit)
+    copies: list = field(default_factory=list)  # KV copies (src slot, dst slot) the commit asks for, in order
 
     @property
     def size(self) -> int:
@@ -81,7 +82,8 @@ class Batch:
 
     def aggregates(self) -> tuple[int, int, int, int, int]:
         """(tokens, pairs, kv_read, lm_tokens, prefill) for the cost model, summed over sequences;
-        prefill counts the query tokens of sequences that are not decoding."""
+        prefill counts the query tokens of sequences that are not decoding. The KV context before
+        the step is kv_read - (tokens - drafted nodes), i.e. sum(self.context)."""
         tokens = pairs = kv_read = lm = prefill = 0
         for q, tree, plan, ctx, smp, dec in zip(self.query, self.trees, self.plans, self.context, self.samples,
                                                 self.decode):
@@ -150,7 +152,7 @@ class Scheduler:
         plan: list[tuple[SeqState, int, object, int]] = []
         drafts = None
         if self.planner is not None:
-            decoding = [s for s in self.running if s.num_tokens == s.computed + 1]
+            decoding = [s for s in self.running if s.num_tokens == s.computed + 1 and s.generated]
             drafts = iter(self.planner.plan(decoding)) if decoding else None
         pages_needed = kv.pages_needed
         need = 0
@@ -158,7 +160,7 @@ class Scheduler:
             if budget <= 0:
                 break
             pending = seq.num_tokens - seq.computed
-            if pending == 1:
+            if pending == 1 and seq.generated:  # decoding: the last sampled token, plus any drafts
                 draft = next(drafts) if drafts is not None else None
                 nodes = len(draft.parents) if draft is not None else 0
                 if nodes + 1 > budget:
@@ -288,7 +290,9 @@ class Scheduler:
                                                              batch.decode)):
             path = accepted[i] if (accepted is not None and tree) else ()
             if tree:
-                kv.commit(seq.id, path)
+                moves = kv.commit(seq.id, path)
+                if moves:
+                    batch.copies.extend(moves)
                 accepted_total += len(path)
             seq.computed += q * k + len(path)
             seq.steps += k

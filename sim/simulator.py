@@ -98,6 +98,7 @@ class Replica:
         st = sched.kv.stats
         k = sched.run_limit(batch) if self.fast else 1
         tokens, pairs, kv_read, lm, prefill = batch.aggregates()
+        ctx = sum(batch.context)  # KV tokens before the step
         B = batch.size
         # pool operations since the last priced step (a naive commit's frees and copies land here)
         allocs0 = st.page_allocs - self._charged[0]
@@ -126,13 +127,13 @@ class Replica:
             dt, allocs, frees, j = dt[:k], allocs[:k], frees[:k], j[:k]
             starts = now + np.concatenate(([0.0], np.cumsum(dt)[:-1]))
             sl = lambda x: x[:k] if isinstance(x, np.ndarray) else x  # noqa: E731
-            self.log.append(k, starts, dt, B, tokens, kv_read + j * B - tokens, sl(main.flops + draft.flops),
+            self.log.append(k, starts, dt, B, tokens, ctx + j * B, sl(main.flops + draft.flops),
                             sl(main.bytes + draft.bytes),
                             bound_of(sl(main.compute_time + draft.compute_time), sl(main.memory_time + draft.memory_time)),
                             0, allocs, frees, prefill)
             total = float(dt.sum())
         else:
-            self.log.append(1, now, dt, B, tokens, kv_read - tokens, main.flops + draft.flops, main.bytes + draft.bytes,
+            self.log.append(1, now, dt, B, tokens, ctx, main.flops + draft.flops, main.bytes + draft.bytes,
                             bound_of(main.compute_time + draft.compute_time, main.memory_time + draft.memory_time),
                             0, allocs, frees, prefill)
             total = dt

@@ -9,6 +9,9 @@ import os
 # interpreter is the only way its kernels run, so choose it before any test imports triton.
 if not os.path.exists("/dev/nvidia0"):
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# OpenMP threads that spin while idle stall small torch ops for milliseconds when another thread
+# pool (numpy's) shares the two cores; engine/__main__.py makes the same choice.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from hypothesis import HealthCheck, settings
 

@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from engine.kv_cache import KVCache, RecordingAllocator, install_recorder, pages_bound
+from engine.kv_cache import KVCache, pages_bound
 from engine.model import Model, SeqQuery, StepBatch, reference_forward
 from sim.kv import KVAllocator
 from sim.models import ModelSpec
@@ -138,17 +138,27 @@ def test_copy_matches_ordered_copies():
     assert torch.equal(cache._flat, ref)
 
 
-def test_recorder_and_bounds():
+def test_commit_hands_the_engine_its_copies_and_bounds():
+    """The scheduler's commit puts the naive allocator's KV copies on the batch, in order."""
     from sim.scheduler import Scheduler
     from sim.spec import ServingSpec
-    sched = Scheduler(ServingSpec(page_size=4, paging="naive"), 16, 8)
-    rec = install_recorder(sched)
-    assert isinstance(sched.kv, RecordingAllocator) and rec.mode == "naive" and rec.num_pages == 16
-    rec.grow(0, 3)
-    spec = list(rec.speculate(0, (-1, -1, 1)))
-    copies = sched.kv.commit(0, [1, 2])  # node 1 -> position 3, node 2 -> position 4
-    assert copies == [(spec[1], spec[0]), (spec[2], spec[1])]
-    assert rec.take_copies() == copies and rec.take_copies() == []
+    from sim.workload import Request
+
+    class Tree:
+        parents = (-1, -1, 1)
+
+    class Planner:
+        def plan(self, seqs):
+            return [Tree() for _ in seqs]
+
+    sched = Scheduler(ServingSpec(page_size=4, paging="naive"), 16, 8, planner=Planner(), max_nodes=3)
+    sched.add(Request(0, 0.0, 3, 10), 0.0)
+    first = sched.schedule(0.0)  # prefill of 3 tokens, samples the first token
+    sched.commit(first, None, 0.0)
+    step = sched.schedule(0.0)  # decode: 1 query token + the 3-node tree at positions 4, 5, 6
+    spec = step.slots[0][1:]
+    sched.commit(step, [[1, 2]], 0.0)  # node 1 -> position 4, node 2 -> position 5
+    assert step.copies == [(spec[1], spec[0]), (spec[2], spec[1])]
     assert pages_bound([10, 3, 7], 4, 2, 100) == 3 + 2
     assert pages_bound([10, 3, 7], 4, 2, 4) == 4
 
@@ -160,3 +170,19 @@ def test_cache_grows_on_demand():
     cache.ensure(2 * PAGE * 3)
     assert cache.num_pages >= 7
     assert torch.all(cache.layer(1)[0][3] == 1.0)
+
+
+def test_slot_tables_follow_the_allocator():
+    from engine.kv_cache import SlotTables
+    kv = KVAllocator(32, 4, "indexshare")
+    tables = SlotTables()
+    kv.grow(0, 5)
+    assert tables.row(0, kv.index(0)).tolist() == list(kv.index(0))
+    kv.grow(0, 70)  # past the first buffer
+    kv.speculate(0, (-1, 0))
+    kv.commit(0, [0])
+    assert tables.row(0, kv.index(0)).tolist() == list(kv.index(0))
+    kv.release(0)  # preempted: placed again from scratch, possibly elsewhere
+    kv.grow(1, 3)
+    kv.grow(0, 2)
+    assert tables.row(0, kv.index(0)).tolist() == list(kv.index(0))

@@ -165,3 +165,15 @@ def test_random_weights_are_seeded():
     assert torch.equal(a.layers[1].wqkv, b.layers[1].wqkv)
     assert not torch.equal(a.layers[1].wqkv, c.layers[1].wqkv)
     assert a.lm_head is a.embed and not Model.random(tiny(tied=False), 7).lm_head is None
+
+
+def test_rope_grows_and_keeps_relative_positions():
+    from engine.model import Rope
+    rope = Rope(16, 500_000.0, "cpu")
+    rope.ensure(9000)
+    assert rope.cos.shape[0] > 9000
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 2, 16, generator=g), torch.randn(1, 2, 16, generator=g)
+    dot = lambda a, b: (rope(q, torch.tensor([a])) * rope(k, torch.tensor([b]))).sum()  # noqa: E731
+    torch.testing.assert_close(dot(8990, 8000), dot(990, 0), atol=1e-4, rtol=1e-4)  # depends on a - b only
+    torch.testing.assert_close(rope(q, torch.tensor([0])), q)

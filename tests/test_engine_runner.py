@@ -215,3 +215,18 @@ def test_planner_honours_policy_and_remaining():
     assert len(plans[1].tokens) == 1  # never past remaining - 1
     assert plans[2] is None  # no match
     assert planner.plan([Seq(1, 1)]) == [None]
+
+
+def test_default_checkpoint_is_the_trace_model_cut_to_two_layers(tmp_path):
+    from engine.checkpoint import resolve
+    doc = {k: v for k, v in BASE.items() if k != "engine"}
+    path = tmp_path / "default.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    src = resolve(load_trace(path))
+    assert src.spec.layers == 2 and src.spec.hidden == 2048 and src.spec.vocab == 128256
+    assert src.spec.bytes_per_weight == 4 and src.seed == BASE["seed"]
+    if not torch.cuda.is_available():
+        assert (src.device, src.backend) == ("cpu", "torch")
+    custom = resolve(load_trace(write_trace(tmp_path, name="c", engine={"checkpoint": {**TINY, "seed": 9}})))
+    assert (custom.spec.layers, custom.spec.hidden, custom.spec.heads, custom.seed) == (2, 64, 4, 9)
+    assert custom.spec.ffn == 128 and custom.spec.tied_embeddings  # a key left out keeps the preset's value

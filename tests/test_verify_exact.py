@@ -164,7 +164,9 @@ def test_typical_tree_departs_from_target():
 @given(S.chain_cases())
 def test_typical_is_a_distribution(case):
     law = X.chain_typical_law(case, EPS, DELTA)
-    assert abs(law.total - 1.0) < 1e-12
+    # a sum over up to V^(K+1) = 117,649 outcomes in float64 carries ~1e-11 of rounding; 1e-9 is the
+    # suite's exactness bound everywhere else
+    assert abs(law.total - 1.0) < 1e-9
     # the emitted tokens after the accepted prefix never have target probability 0
     for (_, toks), pr in law.outcomes.items():
         assert pr > 0
