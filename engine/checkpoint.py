@@ -23,7 +23,6 @@ from dataclasses import dataclass, replace
 import torch
 
 from kernels.backend import BACKENDS, default_backend, interpreter_active, triton_available
-from sim.errors import SpecError
 from sim.models import ModelSpec, model_from_node
 from sim.spec import TraceSpec
 from sim.specio import Node

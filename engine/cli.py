@@ -15,16 +15,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from engine.checkpoint import resolve
 from engine.runner import EngineResult, check_schemes, run_scheme
 from sim import report as rpt
+from sim.cli import fail, finish, progress_bar
 from sim.errors import SpecError
 from sim.scheduler import RequestTooLarge
 from sim.spec import TraceSpec, load_trace
-from sim.table import print_table
 from sim.workload import make_requests
 
 
@@ -40,9 +38,7 @@ def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, pro
     levels: list[int | None] = list(trace.sweep_concurrency) or [None]
     t0 = time.time()
     runs, results, engine_results = [], {}, {}
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=console, disable=not progress, transient=True)
-    with bar:
+    with progress_bar(console, progress) as bar:
         for conc in levels:
             workload = make_requests(trace.workload, trace.seed, conc)
             for scheme in trace.speculation:
@@ -97,12 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         report, _ = run_trace(trace, out, save_tokens=args.save_tokens,
                               progress=not args.no_progress and console.is_terminal, console=console)
     except SpecError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
-        return 2
-    if not args.quiet:
-        print_table(report, Console())
-    Console().print(f"wrote {escape(str(out / 'report.json'))}")
-    return 0
+        return fail(console, exc)
+    return finish(report, out, args.quiet)
 
 
 if __name__ == "__main__":

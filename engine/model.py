@@ -16,7 +16,6 @@ Two notions of position, kept apart:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 

@@ -121,7 +121,6 @@ def _tree_tables(parents: list[int]):
     anc[n + 1] lists the nodes on the path root -> n (depth order), padded with -1 to length D;
     anc[0] (the root) is all -1. Returned as Python lists.
     """
-    T = len(parents)
     depth = []
     for i, a in enumerate(parents):
         depth.append(1 if a < 0 else depth[a] + 1)

@@ -32,9 +32,7 @@ def run_trace(trace: TraceSpec, out: Path | None, sweep: bool | None = None, pro
         raise SpecError(str(trace.path), "sweep.concurrency", "missing: `sweep` needs a list of concurrency levels")
     t0 = time.time()
     runs = []
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=console, disable=not progress, transient=True)
-    with bar:
+    with progress_bar(console, progress) as bar:
         for conc in levels:
             workload = make_requests(trace.workload, trace.seed, conc)
             for scheme in trace.speculation:
@@ -91,9 +89,25 @@ def main(argv: list[str] | None = None) -> int:
                            progress=not args.no_progress and console.is_terminal, console=console,
                            fast=not args.step_by_step)
     except SpecError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
-        return 2
-    if not args.quiet:
+        return fail(console, exc)
+    return finish(report, out, args.quiet)
+
+
+def progress_bar(console: Console, enabled: bool) -> Progress:
+    """One bar per run (scheme x concurrency), counting finished requests."""
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, disable=not enabled, transient=True)
+
+
+def fail(console: Console, exc: SpecError) -> int:
+    """Bad input: one line naming the file, the key path and what was expected; exit code 2."""
+    console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
+    return 2
+
+
+def finish(report: dict, out: Path, quiet: bool) -> int:
+    """The table (unless quiet) and where the report went; exit code 0."""
+    if not quiet:
         print_table(report, Console())
     Console().print(f"wrote {escape(str(out / 'report.json'))}")
     return 0

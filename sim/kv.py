@@ -192,6 +192,19 @@ class KVAllocator:
             p += 1
         return out
 
+    def _naive_place(self, s: _Seq, n: int) -> list[Slot]:
+        """naive: the next n positions after the committed ones, taking pages as needed (atomic)."""
+        L = len(s.index)
+        end = L + n
+        ps = self.page_size
+        d = end - len(s.pages) * ps
+        if d > 0:
+            need = -(-d // ps)
+            if need > len(self._pool):
+                raise OutOfPages(need, len(self._pool))
+            s.pages.extend(self._take_pages(need))
+        return self._naive_slots(s.pages, L, end)
+
     def _take_slots(self, s: _Seq, n: int) -> list[Slot]:
         """indexshare: ``n`` slots, own free slots first, then new pages (atomic)."""
         fl = s.free
@@ -252,19 +265,7 @@ class KVAllocator:
             s = _Seq()
         elif s.parents is not None:
             raise ValueError(f"sequence {seq_id!r} has uncommitted speculation")
-        if self._naive:
-            L = len(s.index)
-            end = L + n_tokens
-            ps = self.page_size
-            d = end - len(s.pages) * ps
-            if d > 0:
-                need = -(-d // ps)
-                if need > len(self._pool):
-                    raise OutOfPages(need, len(self._pool))
-                s.pages.extend(self._take_pages(need))
-            slots = self._naive_slots(s.pages, L, end)
-        else:
-            slots = self._take_slots(s, n_tokens)  # may raise before any change
+        slots = self._naive_place(s, n_tokens) if self._naive else self._take_slots(s, n_tokens)  # atomic
         s.index.extend(slots)
         self.stats.committed_tokens += n_tokens
         if created:
@@ -284,19 +285,7 @@ class KVAllocator:
             if len(self._valid_trees) < 4096:  # trees repeat: validate each shape once
                 self._valid_trees.add(parents)
         n = len(parents)
-        if self._naive:
-            L = len(s.index)
-            end = L + n
-            ps = self.page_size
-            d = end - len(s.pages) * ps
-            if d > 0:
-                need = -(-d // ps)
-                if need > len(self._pool):
-                    raise OutOfPages(need, len(self._pool))
-                s.pages.extend(self._take_pages(need))
-            slots = self._naive_slots(s.pages, L, end)
-        else:
-            slots = self._take_slots(s, n)
+        slots = self._naive_place(s, n) if self._naive else self._take_slots(s, n)
         s.spec = slots
         s.parents = parents
         self.stats.speculative_tokens += n

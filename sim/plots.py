@@ -66,21 +66,30 @@ def plot_all(report: dict, out: Path) -> list[Path]:
     return paths
 
 
-def _speedup(groups, title, path):
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, g in groups.items():
-        ax.plot([r["concurrency"] for r in g], [r["speedup_vs_baseline"] for r in g], marker="o", label=label)
-    ax.axhline(1.0, color="grey", lw=1, ls="--", label="baseline (no gain)")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("concurrency (requests in flight)")
-    ax.set_ylabel("throughput / baseline throughput")
-    ax.set_title(f"Speedup over the first scheme\n{title}", fontsize=10)
-    ax.grid(alpha=0.3)
+def _save(fig, ax, path: Path, xlabel: str, ylabel: str, title: str, log_xy: tuple[bool, bool]) -> Path:
+    """Labels, log axes, grid and legend, then the PNG."""
+    if log_xy[0]:
+        ax.set_xscale("log", base=2) if log_xy[0] == 2 else ax.set_xscale("log")
+    if log_xy[1]:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _speedup(groups, title, path):
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, g in groups.items():
+        ax.plot([r["concurrency"] for r in g], [r["speedup_vs_baseline"] for r in g], marker="o", label=label)
+    ax.axhline(1.0, color="grey", lw=1, ls="--", label="baseline (no gain)")
+    return _save(fig, ax, path, "concurrency (requests in flight)", "throughput / baseline throughput",
+                 f"Speedup over the first scheme\n{title}", (2, False))
 
 
 def _latency(groups, title, path):
@@ -91,17 +100,8 @@ def _latency(groups, title, path):
         ax.plot(xs, ys, marker="o", label=label)
         for r, x, y in zip(g, xs, ys):
             ax.annotate(str(r["concurrency"]), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("time per output token, median (ms)  [points labelled with concurrency]")
-    ax.set_ylabel("throughput (output tokens/s)")
-    ax.set_title(f"Throughput against latency\n{title}", fontsize=10)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, "time per output token, median (ms)  [points labelled with concurrency]",
+                 "throughput (output tokens/s)", f"Throughput against latency\n{title}", (True, True))
 
 
 def _roofline(report, groups, title, path):
@@ -120,14 +120,6 @@ def _roofline(report, groups, title, path):
     ax.plot(xs, [min(ceiling, ceiling * x / knee) for x in xs], color="black", lw=1.5,
             label=f"achievable roof (knee {knee:.0f} FLOP/byte)")
     ax.axvline(knee, color="grey", ls="--", lw=1)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("decode arithmetic intensity (FLOP per byte moved)  [points labelled with concurrency]")
-    ax.set_ylabel("compute utilisation of decode steps (% of peak)")
-    ax.set_title(f"Roofline position of decode steps\n{title}", fontsize=10)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, "decode arithmetic intensity (FLOP per byte moved)  [points labelled with concurrency]",
+                 "compute utilisation of decode steps (% of peak)", f"Roofline position of decode steps\n{title}",
+                 (True, True))

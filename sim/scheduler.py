@@ -124,6 +124,7 @@ class Scheduler:
         self.waiting: deque[SeqState] = deque()
         self.running: list[SeqState] = []
         self.preemptions = 0
+        self._carry: list[SeqState] = []  # preempted while no batch could be formed
         self.decode_steps = 0  # sequence-steps that decoded (for mean committed tokens per step)
         self.decode_tokens = 0  # tokens those sequence-steps committed, bonus included
 
@@ -177,7 +178,8 @@ class Scheduler:
                 budget -= q
             need += n
         free = kv.free_pages() - need
-        preempted = self._fit(plan) if free < 0 else []
+        preempted = self._carry + (self._fit(plan) if free < 0 else [])
+        self._carry = []
         if preempted:
             free = kv.free_pages() - sum(p[3] for p in plan)
         while self.waiting and len(self.running) < cfg.max_num_seqs and budget > 0:
@@ -196,6 +198,7 @@ class Scheduler:
             budget -= q
             free -= n
         if not plan:
+            self._carry = preempted  # reported with the next batch, so the executor drops their KV state
             return None
         st = kv.stats
         allocs0, frees0 = st.page_allocs, st.page_frees

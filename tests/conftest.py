@@ -13,6 +13,7 @@ if not os.path.exists("/dev/nvidia0"):
 # pool (numpy's) shares the two cores; engine/__main__.py makes the same choice.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -24,3 +25,14 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("SPECSIM_HYPOTHESIS", "ci"))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny tensors: one intra-op thread is faster, and immune to a busy machine."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -18,14 +18,18 @@ BASE = {
 }
 
 
-def make_trace(tmp_path: Path, **overrides):
-    """BASE with top-level sections replaced or (for dict sections) updated."""
-    doc = copy.deepcopy(BASE)
+def write_trace(tmp_path: Path, base: dict = BASE, **overrides) -> Path:
+    """`base` with top-level sections replaced or (for dict sections) updated, written as YAML."""
+    doc = copy.deepcopy(base)
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(doc.get(key), dict):
             doc[key].update(value)
         else:
             doc[key] = value
     path = tmp_path / f"{doc['name']}.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return load_trace(path)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def make_trace(tmp_path: Path, **overrides):
+    return load_trace(write_trace(tmp_path, **overrides))

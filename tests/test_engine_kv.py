@@ -15,13 +15,7 @@ from sim.kv import KVAllocator
 from sim.models import ModelSpec
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread is faster, and immune to a busy machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SPEC = ModelSpec("tiny", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128, vocab=512,
                  tied_embeddings=False, bytes_per_weight=4, bytes_per_kv=4)

@@ -5,7 +5,6 @@ page allocator; bad engine sections exit 2 naming the key; the report has the si
 """
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import torch
 import yaml
 
 from engine.cli import main, run_trace
+from tests import helpers
 from engine.ngram import NGramPlanner, propose
 from sim.cli import run_trace as sim_run_trace
 from sim.policy import BatchTable
@@ -40,24 +40,11 @@ BASE = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def write_trace(tmp_path: Path, **overrides) -> Path:
-    doc = copy.deepcopy(BASE)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(doc.get(key), dict):
-            doc[key].update(value)
-        else:
-            doc[key] = value
-    path = tmp_path / f"{doc['name']}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
+    return helpers.write_trace(tmp_path, BASE, **overrides)
 
 
 def summary(report, label):

@@ -1,6 +1,4 @@
 """Every named acceptance profile loads, cites its source, and reproduces its published tau."""
-from pathlib import Path
-
 import pytest
 import yaml
 

@@ -11,7 +11,7 @@ from sim import trees as T
 from sim.drafters import PassPricer, eagle_head
 from sim.models import ModelSpec
 from sim.schemes.base import SpecScheme, need_rank_acceptance, parse_common
-from sim.schemes.medusa import _static, parse_tree
+from sim.schemes.medusa import parse_tree, static_tree
 from sim.specio import Node
 
 
@@ -37,9 +37,7 @@ class Eagle(SpecScheme):
         return scheme
 
     def tree(self, depth: int) -> tuple[int, ...]:
-        if self.tree_nodes is None or self.acceptance is None:
-            return T.chain(depth)
-        return _static(self.acceptance.rank.probs, self.tree_nodes, self.max_depth, depth)
+        return static_tree(self, depth)
 
     def params(self) -> dict:
         return {**super().params(), "tree_nodes": self.tree_nodes or "chain"}

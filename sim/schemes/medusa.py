@@ -53,9 +53,7 @@ class Medusa(SpecScheme):
         return scheme
 
     def tree(self, depth: int) -> tuple[int, ...]:
-        if self.tree_nodes is None or self.acceptance is None:
-            return T.chain(depth)
-        return _static(self.acceptance.rank.probs, self.tree_nodes, self.max_depth, depth)
+        return static_tree(self, depth)
 
     def params(self) -> dict:
         return {**super().params(), "heads": self.max_depth, "tree_nodes": self.tree_nodes or "chain",
@@ -64,6 +62,13 @@ class Medusa(SpecScheme):
     def drafter(self, trace):
         model, hw, tp, heads = trace.model, trace.hardware, trace.tp, self.max_depth
         return lambda n, ctx, depth, tree: medusa_cost(model, hw, tp, heads, n)
+
+
+def static_tree(scheme, depth: int) -> tuple[int, ...]:
+    """A scheme's static tree (`tree_nodes` greedy nodes for its profile) at `depth`, or a chain."""
+    if scheme.tree_nodes is None or scheme.acceptance is None:
+        return T.chain(depth)
+    return _static(scheme.acceptance.rank.probs, scheme.tree_nodes, scheme.max_depth, depth)
 
 
 @lru_cache(maxsize=64)
