@@ -304,7 +304,7 @@ class Scheduler:
                 self.decode_tokens += (len(path) + 1) * k
             if sampled:
                 new = (len(path) + 1) if k == 1 else k
-                assert new <= seq.remaining, "a step may not emit past the requested output"
+                assert new <= seq.output - seq.generated, "a step may not emit past the requested output"
                 if seq.generated == 0:
                     seq.first_token = now
                 seq.generated += new

@@ -78,6 +78,13 @@ class Speculator:
         if d == 0:
             return [None] * len(seqs)
         tree = self.tree
+        if self.library:  # the common case inline: a whole library tree for every sequence not near its end
+            lib = self.library.trees(d)
+            picks = self._picks
+            if len(picks) < len(seqs):
+                picks.extend(self.pick.integers(0, len(lib), size=4096).tolist())
+            return [lib[picks.pop()] if s.output - s.generated > d else
+                    (tree(d, s.output - s.generated - 1) if s.output - s.generated > 1 else None) for s in seqs]
         return [tree(d, s.output - s.generated - 1) if s.output - s.generated > 1 else None for s in seqs]
 
     # ---- cost -------------------------------------------------------------------------------
