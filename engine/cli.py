@@ -19,55 +19,36 @@ from rich.console import Console
 from engine.checkpoint import resolve
 from engine.runner import EngineResult, check_schemes, run_scheme
 from sim import report as rpt
-from sim.cli import fail, finish, progress_bar
+from sim.cli import fail, finish, run_levels, writing
 from sim.errors import SpecError
-from sim.scheduler import RequestTooLarge
 from sim.spec import TraceSpec, load_trace
-from sim.workload import make_requests
 
 
 def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, progress: bool = True,
               console: Console | None = None) -> tuple[dict, dict[str, EngineResult]]:
     """Run every scheme (at every sweep concurrency, or open-loop) and write the report; returns
     (report, {run tag: EngineResult})."""
-    console = console or Console(stderr=True)
     check_schemes(trace)
     source = resolve(trace)
     model = source.build()
     ran = replace(trace, model=source.spec)  # the report describes (and prices) the model actually run
     levels: list[int | None] = list(trace.sweep_concurrency) or [None]
     t0 = time.time()
-    runs, results, engine_results = [], {}, {}
-    with progress_bar(console, progress) as bar:
-        for conc in levels:
-            workload = make_requests(trace.workload, trace.seed, conc)
-            for scheme in trace.speculation:
-                tag = f"{scheme.label}-{conc if conc is not None else 'open'}"
-                task = bar.add_task(f"{scheme.label} @ {conc if conc is not None else 'open'}",
-                                    total=len(workload.requests))
-                try:
-                    res = run_scheme(ran, scheme, workload, model,
-                                     progress=lambda done, total, task=task: bar.update(task, completed=done))
-                except RequestTooLarge as exc:
-                    raise SpecError(str(trace.path), "serving", f"{exc}; enlarge the pool (serving.kv_pages, "
-                                    "serving.memory_fraction) or shorten workload lengths") from None
-                entry = rpt.run_entry(ran, scheme, conc, res.result)
-                runs.append(entry)
-                results[entry["per_request"]] = res.result
-                engine_results[tag] = res
-                bar.remove_task(task)
-    rpt.fill_speedups(runs, trace.speculation[0].label)
+    engine_results: dict[str, EngineResult] = {}
+
+    def execute(scheme, workload, tag, on_progress):
+        res = engine_results[tag] = run_scheme(ran, scheme, workload, model, progress=on_progress)
+        if out is not None and save_tokens:
+            writing(out, (out / "runs").mkdir, parents=True, exist_ok=True)
+            lines = "".join(json.dumps({"id": i, "tokens": t}) + "\n" for i, t in sorted(res.tokens.items()))
+            writing(out, (out / "runs" / f"{tag}-tokens.jsonl").write_text, lines)
+        return res.result
+
+    runs = run_levels(trace, levels, execute, out, progress, console, report_trace=ran)
     report = rpt.build(ran, runs, producer="engine")
     report["engine"] = {**source.to_dict(), "weight_bytes": model.weight_bytes}
     if out is not None:
-        try:
-            rpt.write(out, report, results, wall={"started_unix": t0, "elapsed_s": time.time() - t0})
-            if save_tokens:
-                for tag, res in engine_results.items():
-                    lines = "".join(json.dumps({"id": i, "tokens": t}) + "\n" for i, t in sorted(res.tokens.items()))
-                    (out / "runs" / f"{tag}-tokens.jsonl").write_text(lines)
-        except OSError as exc:
-            raise SpecError(str(out), "--out", f"cannot write the report: {exc.strerror or exc}") from None
+        writing(out, rpt.write, out, report, wall={"started_unix": t0, "elapsed_s": time.time() - t0})
     return report, engine_results
 
 

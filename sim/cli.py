@@ -26,42 +26,53 @@ from sim.workload import make_requests
 def run_trace(trace: TraceSpec, out: Path | None, sweep: bool | None = None, progress: bool = True,
               console: Console | None = None, fast: bool = True) -> dict:
     """Simulate every scheme (at every sweep concurrency) and write the report; returns it."""
-    console = console or Console(stderr=True)
     levels: list[int | None] = list(trace.sweep_concurrency) if (sweep is not False and trace.sweep_concurrency) else [None]
     if sweep and not trace.sweep_concurrency:
         raise SpecError(str(trace.path), "sweep.concurrency", "missing: `sweep` needs a list of concurrency levels")
     t0 = time.time()
+    runs = run_levels(trace, levels, lambda scheme, workload, tag, cb: simulate(trace, scheme, workload, fast=fast,
+                                                                                  progress=cb),
+                      out, progress, console)
+    report = rpt.build(trace, runs)
+    if out is not None:
+        writing(out, rpt.write, out, report, wall={"started_unix": t0, "elapsed_s": time.time() - t0})
+        if len(levels) > 1:  # a sweep: the planner's CSV and figures (matplotlib loads only then)
+            from sim import plots
+
+            writing(out, plots.write_csv, report, out / "sweep.csv")
+            writing(out, plots.plot_all, report, out / "plots")
+    return report
+
+
+def run_levels(trace: TraceSpec, levels: list[int | None], execute, out: Path | None, progress: bool = True,
+               console: Console | None = None, report_trace: TraceSpec | None = None) -> list[dict]:
+    """The loop both executors share: every concurrency level (None = the trace's own arrivals) x
+    every scheme, the same requests for each scheme. `execute(scheme, workload, tag, on_progress)`
+    returns a RunResult; each run's CSVs are written as soon as it ends. Returns the report's runs."""
+    console = console or Console(stderr=True)
     runs = []
     with progress_bar(console, progress) as bar:
         for conc in levels:
             workload = make_requests(trace.workload, trace.seed, conc)
             for scheme in trace.speculation:
+                tag = f"{scheme.label}-{conc if conc is not None else 'open'}"
                 task = bar.add_task(f"{scheme.label} @ {conc if conc is not None else 'open'}", total=len(workload.requests))
                 try:
-                    res = simulate(trace, scheme, workload, fast=fast,
-                                   progress=lambda done, total, task=task: bar.update(task, completed=done))
+                    res = execute(scheme, workload, tag, lambda done, total, task=task: bar.update(task, completed=done))
                 except RequestTooLarge as exc:
                     raise SpecError(str(trace.path), "serving", f"{exc}; enlarge the pool (serving.kv_pages, "
                                     "serving.memory_fraction) or shorten workload lengths") from None
-                entry = rpt.run_entry(trace, scheme, conc, res)
+                entry = rpt.run_entry(report_trace or trace, scheme, conc, res)
                 runs.append(entry)
-                if out is not None:  # each run's rows go to disk as soon as it ends
-                    _writing(out, rpt.write_run, out, entry, res)
+                if out is not None:
+                    writing(out, rpt.write_run, out, entry, res)
                 del res
                 bar.remove_task(task)
     rpt.fill_speedups(runs, trace.speculation[0].label)
-    report = rpt.build(trace, runs)
-    if out is not None:
-        _writing(out, rpt.write, out, report, wall={"started_unix": t0, "elapsed_s": time.time() - t0})
-        if len(levels) > 1:  # a sweep: the planner's CSV and figures (matplotlib loads only then)
-            from sim import plots
-
-            _writing(out, plots.write_csv, report, out / "sweep.csv")
-            _writing(out, plots.plot_all, report, out / "plots")
-    return report
+    return runs
 
 
-def _writing(out: Path, fn, *args, **kwargs):
+def writing(out: Path, fn, *args, **kwargs):
     """Run a writer; a file-system failure becomes a clean error naming --out."""
     try:
         return fn(*args, **kwargs)

@@ -69,12 +69,9 @@ def write_run(out: Path, entry: dict, result: RunResult) -> None:
     write_csv(out / entry["per_step"], result.steps.columns(), COLUMNS)
 
 
-def write(out: Path, report: dict, results: dict[str, RunResult] | None = None, wall: dict | None = None) -> Path:
-    """Write report.json under `out` (atomically), and the runs' CSVs when `results` (keyed by each
-    entry's per_request path) are given; returns the report's path."""
+def write(out: Path, report: dict, wall: dict | None = None) -> Path:
+    """Write report.json under `out` (atomically); returns its path. Runs' CSVs: `write_run`."""
     out.mkdir(parents=True, exist_ok=True)
-    for entry in report["runs"] if results else ():
-        write_run(out, entry, results[entry["per_request"]])
     doc = dict(report)
     if wall is not None:
         doc["wall_clock"] = wall  # the only field that differs between two runs of the same trace
