@@ -318,7 +318,8 @@ def make_prompts(docs: list[Doc], tokenizer, domain: str, count: int = PROMPT_CO
         doc = held[int(rng.choice(len(held), p=weights))]
         starts = [0] + [i + 1 for i, ch in enumerate(doc.text) if ch == "\n" and i + 1 < len(doc.text)]
         start = starts[int(rng.integers(len(starts)))]
-        if not doc.text[start:start + 200].strip():
+        eol = doc.text.find("\n", start)
+        if not doc.text[start:eol if eol >= 0 else len(doc.text)].strip():
             continue
         length = int(rng.integers(lo, hi + 1))
         ids = tokenizer.encode(doc.text[start:start + 8 * (length + nxt) + 64])

@@ -16,6 +16,7 @@ and `sample(tree, u)` (the accepted root path, from uniforms u).
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -26,16 +27,25 @@ from sim import trees as T
 class CompiledTree:
     """A draft tree with, for every node, the probability that each child is the target's token.
 
-    options[n + 1] lists (cumulative probability, child) for node n (index 0 is the root, n = -1);
-    sampling walks from the root and stops at the first node whose draw picks no child.
+    options[n + 1] lists (cumulative probability, child) for node n (index 0 is the root, n = -1).
+    The accepted path is fixed by where the walk stops, so sampling draws the stopping node from
+    its distribution in one step: P(stop at n) = P(reach n) x (1 - Σ over n's children of P(child)),
+    the same law as walking from the root one draw per level.
     """
 
     parents: tuple[int, ...]
     options: tuple[tuple[tuple[float, int], ...], ...]
     expected: float  # E[accepted drafted nodes] = Σ over nodes of P(its whole path is accepted)
     depth_sum: int  # Σ over nodes of their depth: the drafted keys tree attention sees
+    stop_cum: tuple[float, ...]  # cumulative P(stop) over (root, node 0, node 1, ...)
+    stop_paths: tuple[tuple[int, ...], ...]  # the accepted path when the walk stops there
 
-    def sample(self, random) -> list[int]:
+    def sample(self, random) -> tuple[int, ...]:
+        i = bisect_right(self.stop_cum, random())
+        return self.stop_paths[min(i, len(self.stop_paths) - 1)]  # min: rounding at the top end
+
+    def walk(self, random) -> list[int]:
+        """The same law by walking from the root, one draw per level (tests compare the two)."""
         path: list[int] = []
         opts = self.options[0]
         while opts:
@@ -78,7 +88,15 @@ def compile_tree(parents: Sequence[int], prob) -> CompiledTree:
         if p > 0:
             opts[par + 1].append((cum[par + 1], i))
         reach.append(p * (1.0 if par < 0 else reach[par]))
-    return CompiledTree(tuple(parents), tuple(tuple(o) for o in opts), sum(reach), sum(T.depths(parents)))
+    paths: list[tuple[int, ...]] = [()]
+    for i, par in enumerate(parents):
+        paths.append((paths[par + 1] if par >= 0 else ()) + (i,))
+    stops, acc = [], 0.0
+    for n, r in enumerate([1.0] + reach):
+        acc += r * max(0.0, 1.0 - cum[n])
+        stops.append(acc)
+    return CompiledTree(tuple(parents), tuple(tuple(o) for o in opts), sum(reach), sum(T.depths(parents)),
+                        tuple(stops), tuple(paths))
 
 
 @dataclass(frozen=True)

@@ -40,31 +40,31 @@ class Confidence:
 
 def grow(model: Confidence, rng: np.random.Generator, depth: int, topk: int, tree_tokens: int) -> CompiledTree:
     """One dynamic tree: expand top-k by path value for `depth` levels, keep the best `tree_tokens`."""
-    parent = [-1] * topk
-    conf = list(model.confidences(rng, 1, topk, 1)[0])
-    value = list(conf)
-    level = list(range(topk))  # node ids of the newest level
-    dep = [1] * topk
+    c = model.confidences(rng, 1, topk, 1)[0]
+    parent, conf, value, dep = [np.full(topk, -1)], [c], [c], [np.ones(topk, dtype=np.int64)]
+    level = np.arange(topk)  # node ids of the newest level
+    level_value = c
+    n = topk
     for d in range(2, depth + 1):
-        vals = np.array([value[i] for i in level])
-        expand = [level[i] for i in np.argsort(-vals, kind="stable")[:topk]]
-        c = model.confidences(rng, len(expand), topk, d)
-        new = []
-        for row, p in enumerate(expand):
-            for r in range(topk):
-                new.append(len(parent))
-                parent.append(p)
-                conf.append(float(c[row, r]))
-                value.append(value[p] * float(c[row, r]))
-                dep.append(d)
-        level = new
+        expand = level[np.argsort(-level_value, kind="stable")[:topk]]
+        c = model.confidences(rng, len(expand), topk, d)  # (len(expand), topk)
+        level_value = (np.concatenate(value)[expand][:, None] * c).ravel()
+        parent.append(np.repeat(expand, topk))
+        conf.append(c.ravel())
+        value.append(level_value)
+        dep.append(np.full(level_value.size, d))
+        level = np.arange(n, n + level_value.size)
+        n += level_value.size
+    parent, conf, value, dep = (np.concatenate(x) for x in (parent, conf, value, dep))
+    ids = np.arange(n)
     # rerank: best tree_tokens by value; a child's value never exceeds its parent's, and ties
     # break toward shallower nodes, so every kept node's parent is kept too
-    order = sorted(range(len(parent)), key=lambda i: (-value[i], dep[i], i))[:tree_tokens]
-    keep = sorted(order, key=lambda i: (dep[i], -value[i], i))
-    new_id = {old: j for j, old in enumerate(keep)}
-    parents = tuple(-1 if parent[i] < 0 else new_id[parent[i]] for i in keep)
-    probs = [model.calibration * conf[i] for i in keep]
+    best = np.lexsort((ids, dep, -value))[:tree_tokens]
+    keep = best[np.lexsort((best, -value[best], dep[best]))]
+    new_id = np.full(n, -1)
+    new_id[keep] = np.arange(len(keep))
+    parents = tuple(int(new_id[p]) if p >= 0 else -1 for p in parent[keep].tolist())
+    probs = (model.calibration * conf[keep]).tolist()
     return compile_tree(parents, lambda j: probs[j])
 
 

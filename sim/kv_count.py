@@ -105,6 +105,19 @@ class PageCounter:
         self.stats.speculative_tokens += n
         return []
 
+    def decode_step(self, seq_id: Hashable, nodes: int) -> None:
+        """grow(seq, 1) then speculate(seq, a tree of `nodes`), in one call: the same pages (placing
+        1 + nodes tokens at once takes ceil of the same shortfall) for the simulator's steady runs."""
+        s = self._seqs[seq_id]
+        if s[2] >= 0:
+            raise ValueError(f"sequence {seq_id!r} has uncommitted speculation")
+        self._place(s, 1 + nodes)
+        s[0] += 1
+        s[2] = nodes
+        st = self.stats
+        st.committed_tokens += 1
+        st.speculative_tokens += nodes
+
     def commit(self, seq_id: Hashable, path: Sequence[int]) -> list:
         """Accept a root path (trusted: the simulator samples it from the tree it drafted)."""
         s = self._seqs[seq_id]

@@ -16,7 +16,7 @@ import simpy
 
 from sim.cost import ForwardCost, Work, bound_of, host_time
 from sim.kv import AllocatorStats
-from sim.scheduler import Scheduler, SeqState
+from sim.scheduler import Batch, Scheduler, SeqState
 from sim.schemes.base import ZERO_COST, Scheme, SpecScheme
 from sim.speculation import Speculator
 from sim.spec import TraceSpec
@@ -72,23 +72,127 @@ class Replica:
 
     def replica(self):
         total = len(self.workload.requests)
+        runs = self.fast and self.spec is not None
         while self.done < total:
-            batch = self.sched.schedule(self.env.now)
-            if batch is None:
-                self.wakeup = self.env.event()
-                yield self.wakeup
-                continue
-            _, dt = self._price(batch)
-            yield self.env.timeout(dt)
-            accepted = self.spec.accept(batch) if (self.spec is not None and any(batch.trees)) else None
-            finished = self.sched.commit(batch, accepted, self.env.now)
-            if batch.accepted:
-                self.log.set_last("accepted", batch.accepted)
+            if runs and self._steady_depth():  # the next steps repeat the running batch
+                finished = yield from self._speculative_run()
+            else:
+                batch = self.sched.schedule(self.env.now)
+                if batch is None:
+                    self.wakeup = self.env.event()
+                    yield self.wakeup
+                    continue
+                _, dt = self._price(batch)
+                yield self.env.timeout(dt)
+                accepted = self.spec.accept(batch) if (self.spec is not None and any(batch.trees)) else None
+                finished = self.sched.commit(batch, accepted, self.env.now)
+                if batch.accepted:
+                    self.log.set_last("accepted", batch.accepted)
             self.done += len(finished)
             if self.workload.closed_concurrency:
                 self._arrive(len(finished))
             if finished and self.progress:
                 self.progress(self.done, total)
+
+    # ---- speculative runs (fast path) --------------------------------------------------------
+    def _steady_depth(self) -> int:
+        """The depth the next step drafts at if it repeats the running batch: every running
+        sequence decoding, none to be joined by a waiting request, the token budget and free pages
+        enough for every tree. 0 otherwise."""
+        sched, spec = self.sched, self.spec
+        seqs = sched.running
+        cfg = sched.cfg
+        if not seqs or (sched.waiting and len(seqs) < cfg.max_num_seqs):
+            return 0
+        nodes = sched.max_nodes
+        if len(seqs) * (1 + nodes) > cfg.max_num_batched_tokens:
+            return 0
+        ctx = 0
+        for s in seqs:
+            if s.num_tokens != s.computed + 1 or not s.generated:
+                return 0
+            ctx += s.computed
+        kv = sched.kv
+        if sum(kv.pages_needed(s.id, 1 + nodes) for s in seqs) > kv.free_pages():
+            return 0
+        return spec.policy.choose(len(seqs), ctx / len(seqs))
+
+    def _speculative_run(self):
+        """Steps that repeat the running batch, done with the same calls in the same order as
+        schedule -> price -> commit (so the same random draws and the same rows; a test compares
+        the two paths), without building a Batch or scheduling around the running set. A step in
+        which a sequence finishes goes through the scheduler's own commit and ends the run.
+        Returns the finished sequences."""
+        sched, spec, kv, log = self.sched, self.spec, self.sched.kv, self.log
+        hw, st, cfg = self.trace.hardware, kv.stats, sched.cfg
+        nodes = sched.max_nodes
+        steady = self._steady_depth()
+        least = min(s.output - s.generated for s in sched.running)
+        while steady:
+            seqs = sched.running
+            B = len(seqs)
+            plans = spec.plan_full(B, steady) if least > steady else spec.plan(seqs)
+            tokens = pairs = kv_read = ctx_sum = n_draft = ctx_draft = 0
+            for seq, plan in zip(seqs, plans):
+                ctx = seq.computed
+                t = len(plan.parents) if plan is not None else 0
+                kv.decode_step(seq.id, t)
+                tokens += 1 + t
+                pairs += (ctx + 1) * (1 + t) + (plan.depth_sum if t else 0)
+                kv_read += ctx + 1
+                ctx_sum += ctx
+                if t:
+                    n_draft += 1
+                    ctx_draft += ctx
+            allocs, frees = st.page_allocs - self._charged[0], st.page_frees - self._charged[1]
+            copy = st.kv_copy_bytes - self._charged[2]
+            self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
+            main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens))
+            d = spec.depth
+            draft = spec.draft(n_draft, ctx_draft, d, () if spec.library else spec.scheme.tree(d)) if n_draft \
+                else ZERO_COST
+            dt = main.time + draft.time + host_time(hw, B, allocs + frees, copy)
+            log.append(1, self.env.now, dt, B, tokens, ctx_sum, main.flops + draft.flops, main.bytes + draft.bytes,
+                       bound_of(main.compute_time + draft.compute_time, main.memory_time + draft.memory_time),
+                       0, allocs, frees, 0)
+            yield self.env.timeout(dt)
+            rnd = spec.random
+            paths = [plan.sample(rnd) if plan is not None else () for plan in plans]
+            if any(s.generated + len(p) + 1 >= s.output for s, p in zip(seqs, paths)):
+                # someone finishes: the scheduler's own commit stamps, releases and drops it
+                batch = Batch(seqs=list(seqs), query=[1] * B, trees=[p.parents if p is not None else () for p in plans],
+                              plans=plans, samples=[True] * B, decode=[True] * B, context=[], slots=[])
+                finished = sched.commit(batch, paths, self.env.now)
+                if batch.accepted:
+                    log.set_last("accepted", batch.accepted)
+                return finished
+            accepted = ctx_next = 0
+            least = None
+            for seq, plan, path in zip(seqs, plans, paths):
+                if plan is not None:
+                    kv.commit(seq.id, path)
+                new = len(path) + 1
+                accepted += new - 1
+                seq.computed += new
+                seq.generated += new
+                seq.num_tokens += new
+                seq.steps += 1
+                sched.decode_tokens += new
+                # what the next step needs to be another repeat
+                ctx_next += seq.computed
+                left = seq.output - seq.generated
+                least = left if least is None or left < least else least
+            sched.decode_steps += B
+            if accepted:
+                log.set_last("accepted", accepted)
+            if sched.waiting and B < cfg.max_num_seqs:
+                break
+            free = kv.free_pages()
+            if free < B * (2 + (1 + nodes) // cfg.page_size):  # not plainly enough: count exactly
+                if sum(kv.pages_needed(s.id, 1 + nodes) for s in seqs) > free:
+                    break
+            steady = spec.policy.choose(B, ctx_next / B)
+        return []
 
     # ---- pricing ----------------------------------------------------------------------------
     def _price(self, batch):

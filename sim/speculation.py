@@ -87,6 +87,18 @@ class Speculator:
                     (tree(d, s.output - s.generated - 1) if s.output - s.generated > 1 else None) for s in seqs]
         return [tree(d, s.output - s.generated - 1) if s.output - s.generated > 1 else None for s in seqs]
 
+    def plan_full(self, n: int, depth: int) -> list[CompiledTree]:
+        """plan() for n sequences that all draft full trees at a known depth (the simulator's
+        steady runs): the same draws in the same order, without the per-sequence checks."""
+        self.depth = depth
+        if self.library:
+            lib = self.library.trees(depth)
+            picks = self._picks
+            if len(picks) < n:
+                picks.extend(self.pick.integers(0, len(lib), size=4096).tolist())
+            return [lib[picks.pop()] for _ in range(n)]
+        return [self.tree(depth, depth)] * n
+
     # ---- cost -------------------------------------------------------------------------------
     def draft_cost(self, batch) -> Cost:
         n = ctx = 0

@@ -114,3 +114,20 @@ def test_library_is_seeded():
     a = TreeLibrary(Confidence(), 8, 30, seed=3, size=8).trees(4)
     b = TreeLibrary(Confidence(), 8, 30, seed=3, size=8).trees(4)
     assert [t.parents for t in a] == [t.parents for t in b]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_one_draw_sampling_has_the_walks_law(seed):
+    """sample() draws where the walk stops in one step; its law must be the walk's."""
+    rng = np.random.default_rng(seed)
+    tree = grow(Confidence(top1_mean=0.6), rng, 5, 6, 30)
+    assert tree.stop_cum[-1] == pytest.approx(1.0, abs=1e-12)
+    n = 200_000
+    a, b = random.Random(1).random, random.Random(2).random
+    fast = np.bincount([len(tree.sample(a)) for _ in range(n)], minlength=7)
+    slow = np.bincount([len(tree.walk(b)) for _ in range(n)], minlength=7)
+    from scipy.stats import chi2_contingency
+    table = np.array([fast, slow])
+    table = table[:, table.sum(0) > 0]
+    assert chi2_contingency(table)[1] > 1e-3  # false-alarm rate 1e-3
+    assert np.mean([len(tree.sample(a)) for _ in range(n)]) == pytest.approx(tree.expected, abs=0.02)

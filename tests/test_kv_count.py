@@ -79,3 +79,23 @@ def _both(full, count, method, *args) -> str:
             outcomes.append(f"out of pages {exc.needed}/{exc.free}")
     assert outcomes[0] == outcomes[1], (method, args, outcomes)
     return outcomes[0]
+
+
+@pytest.mark.parametrize("mode", ["naive", "indexshare"])
+@given(seed=st.integers(0, 10**9))
+def test_decode_step_equals_grow_then_speculate(mode, seed):
+    rng = random.Random(seed)
+    a, b = PageCounter(200, 4, mode), PageCounter(200, 4, mode)
+    start = rng.randrange(0, 9)
+    a.grow(0, start)
+    b.grow(0, start)
+    for _ in range(30):
+        n = rng.randrange(0, 10)
+        a.grow(0, 1)
+        a.speculate(0, tuple(range(-1, n - 1)))
+        b.decode_step(0, n)
+        assert a.stats == b.stats and a.pages_owned(0) == b.pages_owned(0)
+        m = rng.randrange(0, n + 1)
+        a.commit(0, list(range(m)))
+        b.commit(0, list(range(m)))
+        assert a.stats == b.stats

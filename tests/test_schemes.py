@@ -136,3 +136,25 @@ def test_speculative_report_is_deterministic(tmp_path):
     a = run_trace(trace, None, progress=False)
     b = run_trace(trace, None, progress=False)
     assert json.dumps(a) == json.dumps(b)
+
+
+@pytest.mark.parametrize("paging", ["naive", "indexshare"])
+@pytest.mark.parametrize("arrival", [{"process": "poisson", "rate_per_s": 30.0}, {"process": "closed", "concurrency": 6}])
+def test_speculative_runs_equal_step_by_step(tmp_path, paging, arrival):
+    """The fast path repeats steady speculative steps without rescheduling; every row, draw and
+    request outcome must equal stepping through schedule -> price -> commit one at a time."""
+    trace = make_trace(tmp_path, serving={"paging": paging, "max_num_batched_tokens": 2048},
+                       workload={"arrival": arrival, "requests": 30,
+                                 "output_tokens": {"dist": "uniform", "min": 20, "max": 120}},
+                       speculation=[EAGLE2, EAGLE, ALL[3], {**EAGLE, "label": "table", "policy": {
+                           "batch_table": {"1-2": 4, "3-": 2}}}])
+    wl = make_requests(trace.workload, trace.seed)
+    for scheme in trace.speculation:
+        fast = simulate(trace, scheme, wl, fast=True)
+        slow = simulate(trace, scheme, wl, fast=False)
+        fc, sc = fast.steps.columns(), slow.steps.columns()
+        for col in fc:
+            assert np.array_equal(fc[col], sc[col]), (scheme.label, col)
+        assert [(s.first_token, s.finish, s.steps) for s in fast.seqs] == [(s.first_token, s.finish, s.steps) for s in slow.seqs]
+        assert fast.allocator == slow.allocator
+        assert (fast.decode_seq_steps, fast.decode_tokens) == (slow.decode_seq_steps, slow.decode_tokens)
