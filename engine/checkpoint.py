@@ -1,8 +1,9 @@
 """Where the engine's model comes from: the trace's `engine:` section (DESIGN.md §4).
 
 `engine.checkpoint` is
-* a trained family name (a shipped checkpoint; none exist yet, so any name is an error that lists
-  what is available), or
+* a trained family name: `tiny` (engine/family: the target trained by engine/train.py on the
+  stdlib + Shakespeare corpus; its drafters are still to be trained). Prompts then come from the
+  family's committed held-out prompt sets, `engine.prompts: code | text` (default code), or
 * a mapping `{random_shape: <model preset | model file | mapping>, layers: n, hidden: .., heads: ..,
   kv_heads: .., head_dim: .., ffn: .., vocab: .., tied_embeddings: .., seed: ..}`: random weights
   of a real shape scaled down to fit; a key left out keeps the shape's value; `seed` defaults to
@@ -19,6 +20,7 @@ Weights and KV are fp32 on the CPU, bf16 on CUDA.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import torch
 
@@ -27,7 +29,8 @@ from sim.models import ModelSpec, model_from_node
 from sim.spec import TraceSpec
 from sim.specio import Node
 
-FAMILIES: dict[str, object] = {}  # trained families (name -> loader); none shipped yet
+FAMILIES = {"tiny": "engine/family/target.pt"}  # trained families: name -> checkpoint (engine/train.py)
+PROMPT_DOMAINS = ("code", "text")
 DEFAULT_LAYERS = 2
 _SHAPE_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab")
 _KEYS = ("random_shape",) + _SHAPE_KEYS + ("tied_embeddings", "seed")
@@ -43,14 +46,31 @@ class ModelSource:
     backend: str
     dtype: torch.dtype
     description: str
+    family: str | None = None  # a trained family, else random weights
+    domain: str = "code"  # the family's held-out prompt set
 
     def build(self):
+        if self.family is not None:
+            from engine.train import engine_model, load_target
+            target, _ = load_target(_family_path(self.family))
+            return engine_model(target.state_dict(), target.config, device=self.device, dtype=self.dtype,
+                                backend=self.backend)
         from engine.model import Model
         return Model.random(self.spec, self.seed, device=self.device, dtype=self.dtype, backend=self.backend)
 
+    @property
+    def prompts(self):
+        """prompts(request id, length) -> token ids for a family; None: the runner's seeded stream."""
+        if self.family is None:
+            return None
+        return lambda request_id, length: family_prompt(self.domain, request_id, length)
+
     def to_dict(self) -> dict:
-        return {"checkpoint": self.description, "seed": self.seed, "device": self.device, "backend": self.backend,
-                "dtype": str(self.dtype).removeprefix("torch.")}
+        out = {"checkpoint": self.description, "seed": self.seed, "device": self.device, "backend": self.backend,
+               "dtype": str(self.dtype).removeprefix("torch.")}
+        if self.family is not None:
+            out["prompts"] = self.domain
+        return out
 
 
 def _engine_node(trace: TraceSpec) -> Node:
@@ -61,7 +81,7 @@ def _engine_node(trace: TraceSpec) -> Node:
 def resolve(trace: TraceSpec) -> ModelSource:
     """Read and check the trace's engine section; raises SpecError at the offending key."""
     node = _engine_node(trace)
-    f = node.mapping(("checkpoint", "backend", "device"))
+    f = node.mapping(("checkpoint", "backend", "device", "prompts"))
     device = _device(f.get("device"))
     backend = _backend(f.get("backend"), device)
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
@@ -76,14 +96,61 @@ def resolve(trace: TraceSpec) -> ModelSource:
     else:
         ck = f["checkpoint"]
         if isinstance(ck.value, str):
-            raise ck.error(f"unknown checkpoint family '{ck.value}'; available trained families: "
-                           f"{', '.join(FAMILIES) or 'none yet'} (or a mapping such as "
-                           "{random_shape: llama-3.2-1b, layers: 2})")
+            if ck.value not in FAMILIES:
+                raise ck.error(f"unknown checkpoint family '{ck.value}'; available trained families: "
+                               f"{', '.join(FAMILIES)} (or a mapping such as {{random_shape: llama-3.2-1b, layers: 2}})")
+            spec = _family_spec(ck)
+            domain = f["prompts"].string(PROMPT_DOMAINS) if "prompts" in f else "code"
+            width = 4.0 if dtype == torch.float32 else 2.0
+            return ModelSource(spec=replace(spec, bytes_per_weight=width, bytes_per_kv=width), seed=seed, device=device,
+                               backend=backend, dtype=dtype, description=f"family {ck.value} ({FAMILIES[ck.value]})",
+                               family=ck.value, domain=domain)
         spec, seed = _random(ck, trace)
         desc = f"random {spec.name}"
+    if "prompts" in f:
+        raise f["prompts"].error("prompt sets belong to a trained family (engine.checkpoint: tiny); "
+                                 "random models read a seeded token stream")
     width = 4.0 if dtype == torch.float32 else 2.0
     spec = replace(spec, bytes_per_weight=width, bytes_per_kv=width)
     return ModelSource(spec=spec, seed=seed, device=device, backend=backend, dtype=dtype, description=desc)
+
+
+def _family_path(name: str):
+    from pathlib import Path
+    return Path(__file__).resolve().parents[1] / FAMILIES[name]
+
+
+def _family_spec(ck: Node) -> ModelSpec:
+    """The family's shape, read from its checkpoint's config."""
+    from engine.train import TargetConfig
+    path = _family_path(ck.value)
+    try:
+        meta = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError) as exc:
+        raise ck.error(f"cannot read the family's checkpoint {path}: {exc}") from None
+    return TargetConfig(**meta["model"]).spec()
+
+
+@lru_cache(maxsize=4)
+def _prompt_set(domain: str) -> tuple[tuple[tuple[int, ...], ...], int]:
+    """(the domain's held-out prompts, the <|endoftext|> id)."""
+    from engine.corpus import load_prompts
+    from engine.tokenizer import load_tokenizer
+    return tuple(tuple(p) for p in load_prompts(domain)), load_tokenizer().eot
+
+
+def family_prompt(domain: str, request_id: int, length: int) -> list[int]:
+    """Request i reads held-out prompt i mod n of the domain, continued by the next ones
+    (separated by <|endoftext|>) when the workload asks for more tokens than one holds."""
+    prompts, eot = _prompt_set(domain)
+    out: list[int] = []
+    i = request_id % len(prompts)
+    while len(out) < length:
+        if out:
+            out.append(eot)
+        out.extend(prompts[i])
+        i = (i + 1) % len(prompts)
+    return out[:length]
 
 
 def _random(ck: Node, trace: TraceSpec) -> tuple[ModelSpec, int]:

@@ -37,7 +37,7 @@ def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, pro
     engine_results: dict[str, EngineResult] = {}
 
     def execute(scheme, workload, tag, on_progress):
-        res = engine_results[tag] = run_scheme(ran, scheme, workload, model, progress=on_progress)
+        res = engine_results[tag] = run_scheme(ran, scheme, workload, model, progress=on_progress, prompts=source.prompts)
         if out is not None and save_tokens:
             writing(out, (out / "runs").mkdir, parents=True, exist_ok=True)
             lines = "".join(json.dumps({"id": i, "tokens": t}) + "\n" for i, t in sorted(res.tokens.items()))

@@ -73,8 +73,11 @@ class EngineRun:
     """One (scheme, workload) run on one model: continuous batching until every request is done."""
 
     def __init__(self, trace: TraceSpec, scheme, workload: Workload, model: Model, seed: int | None = None,
-                 progress: Callable[[int, int], None] | None = None):
+                 progress: Callable[[int, int], None] | None = None,
+                 prompts: Callable[[int, int], list[int]] | None = None):
+        """prompts(request id, length) -> token ids; default: the seeded random stream."""
         self.trace, self.scheme, self.workload, self.model = trace, scheme, workload, model
+        self.prompts = prompts or (lambda rid, n: prompt_tokens(trace.seed, rid, n, model.spec.vocab))
         self.progress = progress
         self.device = model.device
         self.temperature = trace.workload.temperature
@@ -101,7 +104,7 @@ class EngineRun:
 
     # ---- intake ----------------------------------------------------------------------------
     def _admit(self, req: Request, at: float) -> None:
-        self.tokens[req.id] = prompt_tokens(self.trace.seed, req.id, req.prompt_tokens, self.model.spec.vocab)
+        self.tokens[req.id] = list(self.prompts(req.id, req.prompt_tokens))
         self.seqs.append(self.sched.add(req, at))
 
     def _arrivals(self) -> None:
@@ -237,5 +240,6 @@ class EngineRun:
 
 
 def run_scheme(trace: TraceSpec, scheme, workload: Workload, model: Model,
-               progress: Callable[[int, int], None] | None = None) -> EngineResult:
-    return EngineRun(trace, scheme, workload, model, progress=progress).run()
+               progress: Callable[[int, int], None] | None = None,
+               prompts: Callable[[int, int], list[int]] | None = None) -> EngineResult:
+    return EngineRun(trace, scheme, workload, model, progress=progress, prompts=prompts).run()

@@ -286,7 +286,7 @@ def _workload(node: Node, base: Path) -> WorkloadSpec:
 
 
 def _engine(node: Node) -> EngineSpec:
-    f = node.mapping(("checkpoint", "backend", "device"))
+    f = node.mapping(("checkpoint", "backend", "device", "prompts"))
     ckpt = f["checkpoint"].value if "checkpoint" in f else None
     if ckpt is not None and not isinstance(ckpt, (str, dict)):
         raise f["checkpoint"].error("expected a family name or a mapping like {random_shape: llama-3.2-1b, layers: 1}")
