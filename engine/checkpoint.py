@@ -51,7 +51,7 @@ class ModelSource:
 
     def build(self):
         if self.family is not None:
-            from engine.train import engine_model, load_target
+            from engine.target import engine_model, load_target
             target, _ = load_target(_family_path(self.family))
             return engine_model(target.state_dict(), target.config, device=self.device, dtype=self.dtype,
                                 backend=self.backend)
@@ -122,7 +122,7 @@ def _family_path(name: str):
 
 def _family_spec(ck: Node) -> ModelSpec:
     """The family's shape, read from its checkpoint's config."""
-    from engine.train import TargetConfig
+    from engine.target import TargetConfig
     path = _family_path(ck.value)
     try:
         meta = torch.load(path, map_location="cpu", weights_only=True)

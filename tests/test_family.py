@@ -19,7 +19,7 @@ FAMILY = {"checkpoint": "tiny", "prompts": "code", "backend": "torch", "device":
 
 
 def test_sim_preset_matches_the_checkpoint():
-    from engine.train import TargetConfig
+    from engine.target import TargetConfig
     meta = torch.load(_family_path("tiny"), map_location="cpu", weights_only=True)
     trained = TargetConfig(**meta["model"]).spec()
     preset = model_from_node(Node("tiny", None, "model"), _family_path("tiny").parent)

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from engine.model import reference_forward
-from engine.train import (TargetConfig, TargetModel, Trainer, TrainConfig, engine_model, evaluate,
-                          load_target, split_state)
+from engine.target import TargetConfig, TargetModel, engine_model, load_target, split_state
+from engine.train import Trainer, TrainConfig, evaluate
 
 TINY = TargetConfig(name="t", layers=2, hidden=32, heads=4, kv_heads=2, head_dim=8, ffn=48, vocab=61, mtp=2)
 
