@@ -3,8 +3,10 @@
 An arrivals process feeds the scheduler; a replica process loops
 schedule → step cost → timeout → acceptance → commit on a simulated clock. A batch of plain decode
 steps that nothing can change (no arrival admitted, no sequence finishing, no page shortage) is
-priced and advanced as one run of k steps with the same arithmetic, vectorised over the run; the
-per-step rows are identical to stepping one at a time (tests/test_simulator.py checks this).
+priced and advanced as one run of k steps with the same arithmetic, vectorised over the run; a
+speculative batch that repeats (every sequence decoding, nobody to admit) skips rescheduling and
+goes straight to plan -> price -> sample -> commit. Either way the per-step rows are identical to
+stepping one at a time (tests/test_simulator.py and tests/test_schemes.py check this).
 """
 from __future__ import annotations
 
