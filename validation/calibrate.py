@@ -1,0 +1,167 @@
+"""Measure this device's ceilings and overheads and write a hardware profile the simulator reads
+(DESIGN.md §8.1): `python -m validation.calibrate [--out traces/hardware/cpu-measured.yaml]`.
+
+Microbenchmarks, medians over repeats, round-robin so a busy spell on a shared machine hits every
+probe alike:
+- copy bandwidth: `dst.copy_(src)` on a large fp32 tensor, 2 x size / time;
+- weight streaming: a matrix-vector product over a large fp32 matrix (what batch-1 decode does),
+  matrix bytes / time. `memory_tb_s` is the larger of the two and `eta_memory` the streaming
+  rate's fraction of it (a read-only stream often beats a copy, whose writes also cost reads);
+- matmul rate: square fp32 GEMM, 2n^3 / time -> `tflops.fp32` (this CPU has no bf16 units: bf16
+  runs at the fp32 rate), `eta_compute` 1.0 (the rate is already the achieved one);
+- launch: a one-element torch op -> `launch_us`;
+- step and per-sequence overhead: the engine's forward on a one-layer, 64-wide model at batch 1
+  and 32 (the time that is neither compute nor bandwidth) -> `step_overhead_us`, `seq_overhead_us`;
+- allocator: one page-pool operation of `sim.kv.KVAllocator` -> `alloc_op_us`.
+On a GPU the same probes run on the device (bf16 GEMM as well) and the file is named after it.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see engine/__main__.py
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _timer(device: str):
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return sync
+
+
+def measure(size_mb: int = 512, gemm_n: int = 1024, repeats: int = 7, device: str = "cpu") -> dict:
+    """Medians of every probe; sizes are parameters so a test can run the CPU form small."""
+    sync = _timer(device)
+    n = size_mb * 2**20 // 4
+    src = torch.ones(n, device=device)
+    dst = torch.empty_like(src)
+    rows = max(1, n // 4096)
+    mat = torch.ones(rows, 4096, device=device)
+    vec = torch.ones(4096, device=device)
+    a = torch.randn(gemm_n, gemm_n, device=device)
+    b = torch.randn(gemm_n, gemm_n, device=device)
+    one = torch.ones(1, device=device)
+    dtypes = {"fp32": torch.float32} | ({"bf16": torch.bfloat16} if device == "cuda" else {})
+    gemms = {k: (a.to(v), b.to(v)) for k, v in dtypes.items()}
+
+    def t(fn) -> float:
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        return time.perf_counter() - t0
+
+    probes = {"copy": lambda: dst.copy_(src), "stream": lambda: mat @ vec, "launch": lambda: one.add_(0.0)}
+    probes |= {f"gemm_{k}": (lambda x=x, y=y: x @ y) for k, (x, y) in gemms.items()}
+    for fn in probes.values():  # warm-up
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in probes}
+    for _ in range(repeats):
+        for k, fn in probes.items():
+            times[k].append(t(fn) if k != "launch" else min(t(fn) for _ in range(50)))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    out = {"copy_bw": 2 * src.numel() * 4 / med["copy"], "stream_bw": mat.numel() * 4 / med["stream"],
+           "launch_s": med["launch"]}
+    out |= {f"flops_{k}": 2 * gemm_n**3 / med[f"gemm_{k}"] for k in dtypes}
+    out |= step_overheads(device, repeats)
+    out["alloc_op_s"] = allocator_op()
+    return out
+
+
+def step_overheads(device: str, repeats: int) -> dict:
+    """Per-step and per-sequence host time of the engine's forward on a tiny model, where compute
+    and bandwidth are negligible."""
+    from engine.kv_cache import KVCache
+    from engine.model import Model, SeqQuery, StepBatch
+    from sim.models import ModelSpec
+    spec = ModelSpec(name="probe", layers=1, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128, vocab=256,
+                     bytes_per_weight=4, bytes_per_kv=4)
+    model = Model.random(spec, seed=0, device=device)
+    sync = _timer(device)
+    res = {}
+    for batch in (1, 32):
+        cache = KVCache(spec, batch * 2, 16, device)
+        step = StepBatch.pack([SeqQuery(tokens=[b % 256], ctx=8, index=list(range(b * 32, b * 32 + 9)))
+                               for b in range(batch)])
+        model.forward(step, cache)
+        ts = []
+        for _ in range(repeats * 3):
+            sync()
+            t0 = time.perf_counter()
+            model.forward(step, cache)
+            sync()
+            ts.append(time.perf_counter() - t0)
+        res[batch] = statistics.median(ts)
+    per_seq = max(0.0, (res[32] - res[1]) / 31)
+    return {"step_s": max(0.0, res[1] - per_seq), "seq_s": per_seq}
+
+
+def allocator_op() -> float:
+    from sim.kv import KVAllocator
+    kv = KVAllocator(4096, 16, "indexshare")
+    t0 = time.perf_counter()
+    for i in range(2000):
+        kv.grow(i, 16)  # one page each
+        kv.release(i)
+    return (time.perf_counter() - t0) / 4000
+
+
+def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
+    fp32 = m["flops_fp32"] / 1e12
+    peak_bw = max(m["copy_bw"], m["stream_bw"])
+    bf16 = m.get("flops_bf16", m["flops_fp32"]) / 1e12
+    return f"""# Measured by `python -m validation.calibrate` ({note}).
+# copy bandwidth {m['copy_bw'] / 1e9:.2f} GB/s (2 x size / time); weight streaming {m['stream_bw'] / 1e9:.2f} GB/s;
+# fp32 GEMM {fp32 * 1e3:.1f} GFLOP/s; one-element op {m['launch_s'] * 1e6:.1f} us; engine step overhead
+# {m['step_s'] * 1e6:.0f} us + {m['seq_s'] * 1e6:.1f} us per sequence; allocator op {m['alloc_op_s'] * 1e6:.2f} us.
+description: {name} (measured)
+tflops: {{fp32: {fp32:.5f}, bf16: {bf16:.5f}}}
+memory_tb_s: {peak_bw / 1e12:.6f}
+memory_gb: {memory_gb:.0f}
+interconnect_gb_s: 10
+devices_per_node: 1
+eta_compute: 1.0
+eta_memory: {m['stream_bw'] / peak_bw:.4f}
+launch_us: {m['launch_s'] * 1e6:.2f}
+step_overhead_us: {m['step_s'] * 1e6:.1f}
+seq_overhead_us: {m['seq_s'] * 1e6:.2f}
+alloc_op_us: {m['alloc_op_s'] * 1e6:.3f}
+allreduce_latency_us: 0
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m validation.calibrate", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=None, help="profile path (default traces/hardware/<device>-measured.yaml)")
+    ap.add_argument("--size-mb", type=int, default=512)
+    ap.add_argument("--gemm", type=int, default=1024)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    name = torch.cuda.get_device_name() if device == "cuda" else f"{os.cpu_count()}-core CPU"
+    mem = (torch.cuda.get_device_properties(0).total_memory if device == "cuda"
+           else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) / 1e9
+    m = measure(args.size_mb, args.gemm, args.repeats, device)
+    out = args.out or ROOT / "traces" / "hardware" / f"{'gpu' if device == 'cuda' else 'cpu'}-measured.yaml"
+    note = f"{time.strftime('%Y-%m-%d')}, {torch.get_num_threads()} threads, {args.size_mb} MB probes, {args.repeats} repeats"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(profile_yaml(m, name, mem, note))
+    print(out.read_text())
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
