@@ -159,7 +159,8 @@ class EngineRun:
             assert got == s.output, f"request {s.id}: {got} tokens generated, {s.output} requested"
         result = RunResult(seqs=sorted(self.seqs, key=lambda s: s.id), steps=self.log, allocator=self.kv.stats,
                            preemptions=self.sched.preemptions, duration=self.now,
-                           decode_seq_steps=self.sched.decode_steps, decode_tokens=self.sched.decode_tokens)
+                           decode_seq_steps=self.sched.decode_steps, decode_tokens=self.sched.decode_tokens,
+                           acceptance=dict(self.sched.acceptance))
         gen = {s.id: self.tokens[s.id][s.prompt:] for s in result.seqs}
         return EngineResult(result, gen)
 

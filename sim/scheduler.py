@@ -127,6 +127,7 @@ class Scheduler:
         self._carry: list[SeqState] = []  # preempted while no batch could be formed
         self.decode_steps = 0  # sequence-steps that decoded (for mean committed tokens per step)
         self.decode_tokens = 0  # tokens those sequence-steps committed, bonus included
+        self.acceptance: dict[tuple[int, int], int] = {}  # (drafted depth, accepted drafts) -> sequence-steps
 
     # ---- intake ----------------------------------------------------------------------------
     def add(self, request: Request, now: float) -> SeqState:
@@ -234,6 +235,12 @@ class Scheduler:
             self._preempt(victim)
             preempted.append(victim)
 
+    def record_acceptance(self, parents: Sequence[int], accepted: int) -> None:
+        """Count one verified draft: its depth (a chain's length) and how many drafts were accepted."""
+        n = len(parents)
+        key = (n if tuple(parents) == T.chain(n) else max(T.depths(parents)), accepted)
+        self.acceptance[key] = self.acceptance.get(key, 0) + 1
+
     def _preempt(self, seq: SeqState) -> None:
         self.kv.release(seq.id)
         seq.computed = 0
@@ -297,6 +304,7 @@ class Scheduler:
                 if moves:
                     batch.copies.extend(moves)
                 accepted_total += len(path)
+                self.record_acceptance(tree, len(path))
             seq.computed += q * k + len(path)
             seq.steps += k
             if dec:

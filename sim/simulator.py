@@ -35,6 +35,7 @@ class RunResult:
     duration: float  # simulated seconds until the last request finished
     decode_seq_steps: int  # sequence-steps that sampled after a decode (for mean accepted tokens)
     decode_tokens: int  # tokens those sequence-steps committed
+    acceptance: dict | None = None  # (drafted depth, accepted drafts) -> sequence-steps
 
 
 class Replica:
@@ -173,6 +174,7 @@ class Replica:
             for seq, plan, path in zip(seqs, plans, paths):
                 if plan is not None:
                     kv.commit(seq.id, path)
+                    sched.record_acceptance(plan.parents, len(path))
                 new = len(path) + 1
                 accepted += new - 1
                 seq.computed += new
@@ -257,7 +259,8 @@ class Replica:
         st = self.sched.kv.stats
         return RunResult(seqs=sorted(self.seqs, key=lambda s: s.id), steps=self.log, allocator=st,
                          preemptions=self.sched.preemptions, duration=self.env.now,
-                         decode_seq_steps=self.sched.decode_steps, decode_tokens=self.sched.decode_tokens)
+                         decode_seq_steps=self.sched.decode_steps, decode_tokens=self.sched.decode_tokens,
+                         acceptance=dict(self.sched.acceptance))
 
 
 def simulate(trace: TraceSpec, scheme: Scheme, workload: Workload, fast: bool = True,

@@ -158,3 +158,4 @@ def test_speculative_runs_equal_step_by_step(tmp_path, paging, arrival):
         assert [(s.first_token, s.finish, s.steps) for s in fast.seqs] == [(s.first_token, s.finish, s.steps) for s in slow.seqs]
         assert fast.allocator == slow.allocator
         assert (fast.decode_seq_steps, fast.decode_tokens) == (slow.decode_seq_steps, slow.decode_tokens)
+        assert fast.acceptance == slow.acceptance and sum(fast.acceptance.values()) > 0

@@ -1,0 +1,50 @@
+"""validation.compare: acceptance rates from engine counts, signed errors, and one tiny end-to-end run."""
+import json
+
+import pytest
+
+from validation.compare import METRICS, compare, errors, per_depth_rates
+from tests.helpers import write_trace
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def test_per_depth_rates_from_counts():
+    # drafted 3 each time: 50 accepted 0, 30 accepted 1, 20 accepted 3
+    rates, n = per_depth_rates({(3, 0): 50, (3, 1): 30, (3, 3): 20})
+    assert n == 100
+    assert rates == pytest.approx([0.5, 20 / 50, 1.0])
+    # shorter drafts only count where they reached the depth
+    rates, _ = per_depth_rates({(1, 1): 10, (2, 1): 10, (2, 2): 10})
+    assert rates == pytest.approx([1.0, 0.5])
+
+
+def test_errors_are_signed_relative():
+    summary = lambda thr, steps: {"throughput_tok_s": thr, "ttft_s": {"p50": 1.0, "p99": 2.0},  # noqa: E731
+                                  "tpot_s": {"p50": 0.1, "p99": 0.2}, "steps": steps,
+                                  "allocator": {"page_allocs": 5, "page_frees": 5, "peak_pages": 3}}
+    eng = {"runs": [{"scheme": "none", "label": "none", "concurrency": 1, "summary": summary(100.0, 10)}]}
+    sim = {"runs": [{"scheme": "none", "label": "none", "concurrency": 1, "summary": summary(110.0, 9)}]}
+    err = errors(eng, sim)["runs"][0]["errors"]
+    assert err["throughput_tok_s"] == pytest.approx(0.10) and err["steps"] == pytest.approx(-0.10)
+    assert set(err) == set(METRICS) and err["peak_pages"] == 0
+
+
+def test_end_to_end_on_a_tiny_trace(tmp_path):
+    trace = write_trace(tmp_path, hardware="cpu",
+                        engine={"checkpoint": {"random_shape": "llama-3.2-1b", "layers": 1, "hidden": 64, "heads": 4,
+                                               "kv_heads": 2, "head_dim": 16, "ffn": 128, "vocab": 256}},
+                        serving={"max_num_seqs": 4, "kv_pages": 64},
+                        workload={"requests": 4, "arrival": {"process": "closed", "concurrency": 2},
+                                  "prompt_tokens": {"dist": "fixed", "value": 24},
+                                  "output_tokens": {"dist": "fixed", "value": 8}},
+                        speculation=[{"scheme": "none"}, {"scheme": "ngram", "k": 3}])
+    out = tmp_path / "cmp"
+    result = compare(trace, out)
+    assert [r["label"] for r in result["runs"]] == ["none", "ngram"]
+    doc = json.loads((out / "comparison.json").read_text())
+    assert all(set(r["errors"]) == set(METRICS) for r in doc["runs"])
+    assert doc["runs"][0]["errors"]["steps"] == 0  # plain decoding: the same schedule in both
+    assert (out / "comparison.png").exists() and (out / "sim" / "report.json").exists()
+    measured = json.loads((out / "acceptance-ngram.json").read_text())
+    assert all(0 <= a <= 1 for a in measured["per_depth"])

@@ -1,0 +1,139 @@
+"""End to end: one trace through the engine and the simulator, and how far apart they are
+(DESIGN.md §8.4): `python -m validation compare traces/x.yaml --out DIR [--hardware PROFILE]`.
+
+1. The engine runs the trace (its report under DIR/engine).
+2. Acceptance the trace leaves out is filled from the engine's own measurement: for each chain
+   scheme, per-depth rates a_j = P(accept depth j | drafted to depth j, depths < j accepted)
+   pooled over its runs, written to DIR/acceptance-<label>.json and read as `{measured: ...}`.
+3. The simulator runs the same trace on the model the engine actually ran, priced with a
+   measured hardware profile (default traces/hardware/cpu-measured.yaml, from
+   `python -m validation.calibrate`); its report goes under DIR/sim.
+4. For every scheme and concurrency: the signed relative error (sim - engine) / engine of
+   throughput, TTFT p50/p99, TPOT p50/p99, steps, allocator operations and peak pages, printed,
+   written to DIR/comparison.json and drawn in DIR/comparison.png.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+
+import yaml
+
+from sim.models import ModelSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "allocator_ops", "peak_pages")
+
+
+def per_depth_rates(hist: dict[tuple[int, int], int]) -> tuple[list[float], int]:
+    """Chain acceptance rates from (drafted depth, accepted) counts; depth j's rate is estimated
+    over the steps that drafted at least j tokens and accepted the first j - 1."""
+    max_d = max((d for d, _ in hist), default=0)
+    rates, samples = [], sum(hist.values())
+    for j in range(1, max_d + 1):
+        reach = sum(n for (d, a), n in hist.items() if d >= j and a >= j - 1)
+        ok = sum(n for (d, a), n in hist.items() if d >= j and a >= j)
+        rates.append(ok / reach if reach else (rates[-1] if rates else 0.0))
+    return rates, samples
+
+
+def metrics(summary: dict) -> dict:
+    a = summary["allocator"]
+    return {"throughput_tok_s": summary["throughput_tok_s"], "ttft_p50": summary["ttft_s"]["p50"],
+            "ttft_p99": summary["ttft_s"]["p99"], "tpot_p50": summary["tpot_s"]["p50"],
+            "tpot_p99": summary["tpot_s"]["p99"], "steps": summary["steps"],
+            "allocator_ops": a["page_allocs"] + a["page_frees"], "peak_pages": a["peak_pages"]}
+
+
+def errors(engine: dict, sim: dict) -> dict:
+    """Signed relative errors (sim - engine) / engine, run by run (matched on label and concurrency)."""
+    sims = {(r["label"], r["concurrency"]): r for r in sim["runs"]}
+    out = []
+    for r in engine["runs"]:
+        s = sims[(r["label"], r["concurrency"])]
+        me, ms = metrics(r["summary"]), metrics(s["summary"])
+        err = {k: (ms[k] - me[k]) / me[k] if me[k] else None for k in METRICS}
+        out.append({"scheme": r["scheme"], "label": r["label"], "concurrency": r["concurrency"], "errors": err,
+                    "engine": me, "sim": ms})
+    return {"runs": out}
+
+
+def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measured: dict[str, Path]) -> dict:
+    """The trace as the simulator should see it: the engine's model, the measured device, and
+    measured acceptance wherever the trace gave none."""
+    doc = yaml.safe_load(trace_path.read_text())
+    names = {f.name for f in fields(ModelSpec)}
+    doc["model"] = {k: v for k, v in engine_report["model"].items() if k in names}
+    doc["hardware"] = str(hardware.resolve())
+    for entry in doc.get("speculation", []):
+        label = entry.get("label", entry["scheme"])
+        if entry["scheme"] != "none" and label in measured:
+            entry["acceptance"] = {"measured": str(measured[label].resolve())}
+    doc.pop("engine", None)
+    return doc
+
+
+def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress: bool = False) -> dict:
+    from engine.cli import run_trace as engine_run
+    from sim.cli import run_trace as sim_run
+    from sim.spec import load_trace
+
+    hardware = hardware or ROOT / "traces" / "hardware" / "cpu-measured.yaml"
+    trace = load_trace(trace_path)
+    engine_report, results = engine_run(trace, out / "engine", progress=progress)
+    hists: dict[str, dict] = {}
+    for tag, res in results.items():
+        label = tag.rsplit("-", 1)[0]
+        for key, n in (res.result.acceptance or {}).items():
+            hists.setdefault(label, {})[key] = hists.setdefault(label, {}).get(key, 0) + n
+    measured = {}
+    for label, hist in hists.items():
+        rates, samples = per_depth_rates(hist)
+        if rates:
+            path = out / f"acceptance-{label}.json"
+            path.write_text(json.dumps({"per_depth": rates, "samples": samples, "source": f"engine run of {trace.name}"}))
+            measured[label] = path
+    sim_path = out / "sim-trace.yaml"
+    sim_path.write_text(yaml.safe_dump(sim_trace_doc(trace_path, engine_report, hardware, measured), sort_keys=False))
+    sim_report = sim_run(load_trace(sim_path), out / "sim", progress=progress)
+    comparison = errors(engine_report, sim_report)
+    (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
+    _plot(comparison, out / "comparison.png", trace.name)
+    return comparison
+
+
+def _plot(comparison: dict, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = comparison["runs"]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    width = 0.8 / max(1, len(runs))
+    for i, r in enumerate(runs):
+        ys = [100 * (r["errors"][m] or 0.0) for m in METRICS]
+        ax.bar([j + i * width for j in range(len(METRICS))], ys, width, label=f"{r['label']} @ {r['concurrency']}")
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(METRICS))], METRICS, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("simulator error vs engine (%)")
+    ax.set_title(f"Simulator against engine: {title}", fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def print_comparison(comparison: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="signed relative error of the simulator against the engine")
+    for col in ("scheme", "conc") + METRICS:
+        t.add_column(col, justify="left" if col == "scheme" else "right")
+    for r in comparison["runs"]:
+        t.add_row(r["label"], str(r["concurrency"] if r["concurrency"] is not None else "open"),
+                  *("-" if r["errors"][m] is None else f"{100 * r['errors'][m]:+.1f}%" for m in METRICS))
+    Console(width=180).print(t)
