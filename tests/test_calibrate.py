@@ -13,7 +13,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def test_small_calibration_writes_a_loadable_profile(tmp_path):
     m = measure(size_mb=16, gemm_n=128, repeats=2)
-    for key in ("copy_bw", "stream_bw", "flops_fp32", "launch_s", "step_s", "seq_s", "alloc_op_s"):
+    for key in ("copy_bw", "stream_bw", "flops_fp32", "launch_s", "layer_s", "step_s", "seq_s", "alloc_op_s"):
         assert m[key] >= 0, key
     assert 1e8 < m["copy_bw"] < 1e12 and 1e8 < m["flops_fp32"] < 1e13
     path = tmp_path / "cpu-measured.yaml"

@@ -9,9 +9,10 @@ probe alike:
   rate's fraction of it (a read-only stream often beats a copy, whose writes also cost reads);
 - matmul rate: square fp32 GEMM, 2n^3 / time -> `tflops.fp32` (this CPU has no bf16 units: bf16
   runs at the fp32 rate), `eta_compute` 1.0 (the rate is already the achieved one);
-- launch: a one-element torch op -> `launch_us`;
-- step and per-sequence overhead: the engine's forward on a one-layer, 64-wide model at batch 1
-  and 32 (the time that is neither compute nor bandwidth) -> `step_overhead_us`, `seq_overhead_us`;
+- launch: the engine's host time per layer on a tiny model (1 vs 3 layers), spread over the cost
+  model's KERNELS_PER_LAYER operations -> `launch_us` (a one-element op is reported beside it);
+- step and per-sequence overhead: the rest of the engine's forward on a tiny model at batch 1 and
+  32 (the time that is neither compute nor bandwidth) -> `step_overhead_us`, `seq_overhead_us`;
 - allocator: one page-pool operation of `sim.kv.KVAllocator` -> `alloc_op_us`.
 On a GPU the same probes run on the device (bf16 GEMM as well) and the file is named after it.
 """
@@ -27,6 +28,8 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
+
+from sim.cost import KERNELS_PER_LAYER  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,17 +81,17 @@ def measure(size_mb: int = 512, gemm_n: int = 1024, repeats: int = 7, device: st
 
 
 def step_overheads(device: str, repeats: int) -> dict:
-    """Per-step and per-sequence host time of the engine's forward on a tiny model, where compute
-    and bandwidth are negligible."""
+    """Host time of the engine's forward on a tiny model, where compute and bandwidth are
+    negligible: per layer (1 vs 3 layers), per sequence (batch 1 vs 32), and the rest per step."""
     from engine.kv_cache import KVCache
     from engine.model import Model, SeqQuery, StepBatch
     from sim.models import ModelSpec
-    spec = ModelSpec(name="probe", layers=1, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128, vocab=256,
-                     bytes_per_weight=4, bytes_per_kv=4)
-    model = Model.random(spec, seed=0, device=device)
     sync = _timer(device)
-    res = {}
-    for batch in (1, 32):
+
+    def step_time(layers: int, batch: int) -> float:
+        spec = ModelSpec(name="probe", layers=layers, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128,
+                         vocab=256, bytes_per_weight=4, bytes_per_kv=4)
+        model = Model.random(spec, seed=0, device=device)
         cache = KVCache(spec, batch * 2, 16, device)
         step = StepBatch.pack([SeqQuery(tokens=[b % 256], ctx=8, index=list(range(b * 32, b * 32 + 9)))
                                for b in range(batch)])
@@ -100,9 +103,12 @@ def step_overheads(device: str, repeats: int) -> dict:
             model.forward(step, cache)
             sync()
             ts.append(time.perf_counter() - t0)
-        res[batch] = statistics.median(ts)
-    per_seq = max(0.0, (res[32] - res[1]) / 31)
-    return {"step_s": max(0.0, res[1] - per_seq), "seq_s": per_seq}
+        return statistics.median(ts)
+
+    one, three, wide = step_time(1, 1), step_time(3, 1), step_time(1, 32)
+    per_layer = max(0.0, (three - one) / 2)
+    per_seq = max(0.0, (wide - one) / 31)
+    return {"layer_s": per_layer, "seq_s": per_seq, "step_s": max(0.0, one - per_layer - per_seq)}
 
 
 def allocator_op() -> float:
@@ -121,8 +127,9 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
     bf16 = m.get("flops_bf16", m["flops_fp32"]) / 1e12
     return f"""# Measured by `python -m validation.calibrate` ({note}).
 # copy bandwidth {m['copy_bw'] / 1e9:.2f} GB/s (2 x size / time); weight streaming {m['stream_bw'] / 1e9:.2f} GB/s;
-# fp32 GEMM {fp32 * 1e3:.1f} GFLOP/s; one-element op {m['launch_s'] * 1e6:.1f} us; engine step overhead
-# {m['step_s'] * 1e6:.0f} us + {m['seq_s'] * 1e6:.1f} us per sequence; allocator op {m['alloc_op_s'] * 1e6:.2f} us.
+# fp32 GEMM {fp32 * 1e3:.1f} GFLOP/s; one-element op {m['launch_s'] * 1e6:.1f} us; engine host time
+# {m['layer_s'] * 1e6:.0f} us per layer, {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence;
+# allocator op {m['alloc_op_s'] * 1e6:.2f} us.
 description: {name} (measured)
 tflops: {{fp32: {fp32:.5f}, bf16: {bf16:.5f}}}
 memory_tb_s: {peak_bw / 1e12:.6f}
@@ -131,7 +138,7 @@ interconnect_gb_s: 10
 devices_per_node: 1
 eta_compute: 1.0
 eta_memory: {m['stream_bw'] / peak_bw:.4f}
-launch_us: {m['launch_s'] * 1e6:.2f}
+launch_us: {m['layer_s'] / KERNELS_PER_LAYER * 1e6:.2f}
 step_overhead_us: {m['step_s'] * 1e6:.1f}
 seq_overhead_us: {m['seq_s'] * 1e6:.2f}
 alloc_op_us: {m['alloc_op_s'] * 1e6:.3f}

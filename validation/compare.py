@@ -5,6 +5,8 @@
 2. Acceptance the trace leaves out is filled from the engine's own measurement: for each chain
    scheme, per-depth rates a_j = P(accept depth j | drafted to depth j, depths < j accepted)
    pooled over its runs, written to DIR/acceptance-<label>.json and read as `{measured: ...}`.
+   Decode steps that drafted nothing (no prompt-lookup match) count as rejected at depth 1, since
+   the simulator's schemes always draft (it then prices a verify the engine did not run).
 3. The simulator runs the same trace on the model the engine actually ran, priced with a
    measured hardware profile (default traces/hardware/cpu-measured.yaml, from
    `python -m validation.calibrate`); its report goes under DIR/sim.
@@ -85,8 +87,16 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     hists: dict[str, dict] = {}
     for tag, res in results.items():
         label = tag.rsplit("-", 1)[0]
-        for key, n in (res.result.acceptance or {}).items():
-            hists.setdefault(label, {})[key] = hists.setdefault(label, {}).get(key, 0) + n
+        hist = hists.setdefault(label, {})
+        counts = res.result.acceptance or {}
+        for key, n in counts.items():
+            hist[key] = hist.get(key, 0) + n
+        # decode steps that drafted nothing (prompt lookup found no match) count as a draft
+        # rejected at its first token: the simulator's schemes always draft
+        undrafted = res.result.decode_seq_steps - sum(counts.values())
+        if counts and undrafted > 0:
+            deepest = max(d for d, _ in counts)
+            hist[(deepest, 0)] = hist.get((deepest, 0), 0) + undrafted
     measured = {}
     for label, hist in hists.items():
         rates, samples = per_depth_rates(hist)
