@@ -203,6 +203,8 @@ class Model:
         self.device = embed.device
         self.dtype = embed.dtype
         self.ops = get_ops(backend)
+        # a step's index tensors are the same in every layer: check their values once (layer 0)
+        self.ops_unchecked = get_ops(backend, check_values=False)
         self.backend = backend
         self.rope = Rope(spec.head_dim, rope_theta, self.device, self.dtype)
         self.scale = spec.head_dim ** -0.5
@@ -255,6 +257,8 @@ class Model:
         self.rope.ensure(step.max_pos)
         x = self.embed[step.token_ids]  # (N, H) residual stream
         for li, layer in enumerate(self.layers):
+            if li == 1:
+                ops = self.ops_unchecked
             h = ops.rms_norm(x, layer.attn_norm, NORM_EPS)  # (N, H)
             qkv = h @ layer.wqkv.T  # (N, (nh + 2 nkv) d)
             q = self.rope(qkv[:, :nh * d].view(N, nh, d), step.rope_pos)  # (N, nh, d)

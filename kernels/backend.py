@@ -44,8 +44,11 @@ class KernelOps:
 
 
 @functools.lru_cache(maxsize=None)
-def get_ops(backend: str) -> KernelOps:
-    """The kernels of ``backend`` ("torch": the references; "triton": the Triton kernels)."""
+def get_ops(backend: str, check_values: bool | None = None) -> KernelOps:
+    """The kernels of ``backend`` ("torch": the references; "triton": the Triton kernels).
+    check_values: also check index values (slots in range, distinct, every query sees itself);
+    None = on the CPU only (on a GPU it would force a sync). Shapes, dtypes and strides are
+    always checked."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown kernel backend {backend!r}: expected one of {BACKENDS}")
     if backend == "triton" and not triton_available():
@@ -55,8 +58,8 @@ def get_ops(backend: str) -> KernelOps:
     from kernels.rmsnorm import rms_norm
     return KernelOps(
         name=backend,
-        store_kv=functools.partial(store_kv, backend=backend),
-        paged_attention=functools.partial(paged_attention, backend=backend),
+        store_kv=functools.partial(store_kv, backend=backend, check_values=check_values),
+        paged_attention=functools.partial(paged_attention, backend=backend, check_values=check_values),
         rms_norm=functools.partial(rms_norm, backend=backend),
     )
 
