@@ -55,39 +55,64 @@ def ancestor_masks(parents: Sequence[int]) -> list[int]:
 # --------------------------------------------------------------------------- torch reference
 
 def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tree_start, q_anc,
-                        scale: float, *, max_elems: int = 1 << 25) -> torch.Tensor:
-    """Gather each query's keys via kv_slots[q_seq], mask, softmax in fp32. Queries are processed
-    in chunks so that the gathered K/V and scores of a chunk hold about ``max_elems`` floats, and
-    each chunk gathers only up to its largest visible position."""
+                        scale: float, *, max_elems: int = 1 << 25, bulk: int = 8) -> torch.Tensor:
+    """Mask and softmax in fp32 over each query's keys, gathered via kv_slots. A sequence with at
+    least `bulk` queries in the step (a prefill chunk, a tree) gathers its keys once for all of
+    them; the other queries gather their own, in chunks whose gathered K/V and scores hold about
+    ``max_elems`` floats, each chunk only up to its largest visible position."""
     N, H, D = q.shape
-    n_kv = k_cache.shape[1]
-    G = H // n_kv
     out = torch.empty((N, H, D), dtype=q.dtype, device=q.device)
     if N == 0:
         return out
-    L_max = kv_slots.shape[1]
-    qs, qp = q_seq.long(), q_pos.long()
-    ts, lens, anc = tree_start.long()[qs], kv_lens.long()[qs], q_anc.long()
-    per_query = L_max * (2 * n_kv * D + H)
+    qs = q_seq.long()
+    counts = torch.bincount(qs)
+    many = (counts >= bulk).nonzero().flatten().tolist()
+    for b in many:
+        idx = (qs == b).nonzero().flatten()
+        out[idx] = _attend(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale, idx, b)
+    rest = (counts[qs] < bulk).nonzero().flatten() if many else torch.arange(N, device=q.device)
+    n_kv = k_cache.shape[1]
+    per_query = kv_slots.shape[1] * (2 * n_kv * D + H)
     chunk = max(1, max_elems // max(1, per_query))
-    for s in range(0, N, chunk):
-        e = min(N, s + chunk)
-        n = e - s
-        L = min(int(qp[s:e].max()) + 1, L_max)
-        pos = torch.arange(L, device=q.device)[None, :]                      # (1, L)
-        rel = pos - ts[s:e, None]                                            # (n, L)
-        in_anc = ((anc[s:e, None] >> rel.clamp(0, 63)) & 1).bool() & (rel < MAX_TREE_NODES)
-        vis = (pos <= qp[s:e, None]) & (pos < lens[s:e, None]) & ((rel < 0) | in_anc)
-        slots = torch.where(vis, kv_slots[qs[s:e], :L].long(), 0)           # padding is arbitrary
+    for s in range(0, len(rest), chunk):
+        idx = rest[s:s + chunk]
+        out[idx] = _attend(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale, idx, None)
+    return out
+
+
+def _attend(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale, idx, seq):
+    """Attention of the queries `idx`: over one shared gather of sequence `seq`'s keys, or (seq
+    None) each query over its own sequence's keys. Returns (n, H, D) in q's dtype."""
+    n, (_, H, D) = len(idx), q.shape
+    n_kv = k_cache.shape[1]
+    G = H // n_kv
+    qp = q_pos.long()[idx]
+    sq = qs[idx]
+    ts, lens, anc = tree_start.long()[sq], kv_lens.long()[sq], q_anc.long()[idx]
+    L = min(int(qp.max()) + 1, kv_slots.shape[1])
+    pos = torch.arange(L, device=q.device)[None, :]                          # (1, L)
+    rel = pos - ts[:, None]                                                  # (n, L)
+    in_anc = ((anc[:, None] >> rel.clamp(0, 63)) & 1).bool() & (rel < MAX_TREE_NODES)
+    vis = (pos <= qp[:, None]) & (pos < lens[:, None]) & ((rel < 0) | in_anc)  # (n, L)
+    qf = q[idx].float().view(n, n_kv, G, D)
+    if seq is None:
+        slots = torch.where(vis, kv_slots[sq, :L].long(), 0)                # padding is arbitrary
         k = k_cache[slots].float()                                          # (n, L, n_kv, D)
         v = v_cache[slots].float().masked_fill_(~vis[:, :, None, None], 0.0)  # unwritten slots may be NaN
-        qf = q[s:e].float().view(n, n_kv, G, D)
         scores = torch.einsum("nkgd,nlkd->nkgl", qf, k) * scale             # (n, n_kv, G, L)
-        scores.masked_fill_(~vis[:, None, None, :], float("-inf"))
-        p = torch.softmax(scores, dim=-1)
+    else:
+        written = pos[0] < kv_lens[seq]                                     # (L,)
+        slots = torch.where(written, kv_slots[seq, :L].long(), 0)
+        k = k_cache[slots].float()                                          # (L, n_kv, D)
+        v = v_cache[slots].float().masked_fill_(~written[:, None, None], 0.0)
+        scores = torch.einsum("nkgd,lkd->nkgl", qf, k) * scale              # (n, n_kv, G, L)
+    scores.masked_fill_(~vis[:, None, None, :], float("-inf"))
+    p = torch.softmax(scores, dim=-1)
+    if seq is None:
         o = torch.einsum("nkgl,nlkd->nkgd", p, v)                           # (n, n_kv, G, D)
-        out[s:e] = o.reshape(n, H, D).to(q.dtype)
-    return out
+    else:
+        o = torch.einsum("nkgl,lkd->nkgd", p, v)
+    return o.reshape(n, H, D).to(q.dtype)
 
 
 # --------------------------------------------------------------------------- Triton kernel
