@@ -37,6 +37,7 @@ class CompiledTree:
     options: tuple[tuple[tuple[float, int], ...], ...]
     expected: float  # E[accepted drafted nodes] = Σ over nodes of P(its whole path is accepted)
     depth_sum: int  # Σ over nodes of their depth: the drafted keys tree attention sees
+    depth: int  # the deepest node's depth
     stop_cum: tuple[float, ...]  # cumulative P(stop) over (root, node 0, node 1, ...)
     stop_paths: tuple[tuple[int, ...], ...]  # the accepted path when the walk stops there
 
@@ -95,7 +96,8 @@ def compile_tree(parents: Sequence[int], prob) -> CompiledTree:
     for n, r in enumerate([1.0] + reach):
         acc += r * max(0.0, 1.0 - cum[n])
         stops.append(acc)
-    return CompiledTree(tuple(parents), tuple(tuple(o) for o in opts), sum(reach), sum(T.depths(parents)),
+    depth = T.depths(parents)
+    return CompiledTree(tuple(parents), tuple(tuple(o) for o in opts), sum(reach), sum(depth), max(depth, default=0),
                         tuple(stops), tuple(paths))
 
 

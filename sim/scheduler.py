@@ -235,10 +235,12 @@ class Scheduler:
             self._preempt(victim)
             preempted.append(victim)
 
-    def record_acceptance(self, parents: Sequence[int], accepted: int) -> None:
-        """Count one verified draft: its depth (a chain's length) and how many drafts were accepted."""
-        n = len(parents)
-        key = (n if tuple(parents) == T.chain(n) else max(T.depths(parents)), accepted)
+    def record_acceptance(self, plan, accepted: int) -> None:
+        """Count one verified draft plan: its depth (a chain's length) and how many drafts were accepted."""
+        depth = getattr(plan, "depth", None)
+        if depth is None:
+            depth = max(T.depths(plan.parents))
+        key = (depth, accepted)
         self.acceptance[key] = self.acceptance.get(key, 0) + 1
 
     def _preempt(self, seq: SeqState) -> None:
@@ -304,7 +306,7 @@ class Scheduler:
                 if moves:
                     batch.copies.extend(moves)
                 accepted_total += len(path)
-                self.record_acceptance(tree, len(path))
+                self.record_acceptance(batch.plans[i], len(path))
             seq.computed += q * k + len(path)
             seq.steps += k
             if dec:
