@@ -14,7 +14,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from rich.console import Console
 
 from engine.checkpoint import resolve
 from engine.runner import EngineResult, check_schemes, run_scheme
@@ -25,7 +24,7 @@ from sim.spec import TraceSpec, load_trace
 
 
 def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, progress: bool = True,
-              console: Console | None = None) -> tuple[dict, dict[str, EngineResult]]:
+) -> tuple[dict, dict[str, EngineResult]]:
     """Run every scheme (at every sweep concurrency, or open-loop) and write the report; returns
     (report, {run tag: EngineResult})."""
     check_schemes(trace)
@@ -44,7 +43,7 @@ def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, pro
             writing(out, (out / "runs" / f"{tag}-tokens.jsonl").write_text, lines)
         return res.result
 
-    runs = run_levels(trace, levels, execute, out, progress, console, report_trace=ran)
+    runs = run_levels(trace, levels, execute, out, progress, report_trace=ran)
     report = rpt.build(ran, runs, producer="engine")
     report["engine"] = {**source.to_dict(), "weight_bytes": model.weight_bytes}
     if out is not None:
@@ -67,14 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         import torch
         torch.set_num_threads(max(1, args.threads))
-    console = Console(stderr=True)
     try:
         trace = load_trace(args.trace)
         out = args.out or Path("out") / f"{trace.name}-engine"
         report, _ = run_trace(trace, out, save_tokens=args.save_tokens,
-                              progress=not args.no_progress and console.is_terminal, console=console)
+                              progress=not args.no_progress and sys.stderr.isatty())
     except SpecError as exc:
-        return fail(console, exc)
+        return fail(exc)
     return finish(report, out, args.quiet)
 
 

@@ -10,21 +10,17 @@ import sys
 import time
 from pathlib import Path
 
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sim import report as rpt
 from sim.errors import SpecError
 from sim.scheduler import RequestTooLarge
 from sim.simulator import simulate
 from sim.spec import TraceSpec, load_trace
-from sim.table import print_table
 from sim.workload import make_requests
 
 
 def run_trace(trace: TraceSpec, out: Path | None, sweep: bool | None = None, progress: bool = True,
-              console: Console | None = None, fast: bool = True) -> dict:
+              fast: bool = True) -> dict:
     """Simulate every scheme (at every sweep concurrency) and write the report; returns it."""
     levels: list[int | None] = list(trace.sweep_concurrency) if (sweep is not False and trace.sweep_concurrency) else [None]
     if sweep and not trace.sweep_concurrency:
@@ -32,7 +28,7 @@ def run_trace(trace: TraceSpec, out: Path | None, sweep: bool | None = None, pro
     t0 = time.time()
     runs = run_levels(trace, levels, lambda scheme, workload, tag, cb: simulate(trace, scheme, workload, fast=fast,
                                                                                   progress=cb),
-                      out, progress, console)
+                      out, progress)
     report = rpt.build(trace, runs)
     if out is not None:
         writing(out, rpt.write, out, report, wall={"started_unix": t0, "elapsed_s": time.time() - t0})
@@ -45,13 +41,12 @@ def run_trace(trace: TraceSpec, out: Path | None, sweep: bool | None = None, pro
 
 
 def run_levels(trace: TraceSpec, levels: list[int | None], execute, out: Path | None, progress: bool = True,
-               console: Console | None = None, report_trace: TraceSpec | None = None) -> list[dict]:
+               report_trace: TraceSpec | None = None) -> list[dict]:
     """The loop both executors share: every concurrency level (None = the trace's own arrivals) x
     every scheme, the same requests for each scheme. `execute(scheme, workload, tag, on_progress)`
     returns a RunResult; each run's CSVs are written as soon as it ends. Returns the report's runs."""
-    console = console or Console(stderr=True)
     runs = []
-    with progress_bar(console, progress) as bar:
+    with progress_bar(progress) as bar:
         for conc in levels:
             workload = make_requests(trace.workload, trace.seed, conc)
             for scheme in trace.speculation:
@@ -92,35 +87,59 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--quiet", action="store_true", help="no table")
         p.add_argument("--step-by-step", action="store_true", help="price every step alone (slow; for checking)")
     args = ap.parse_args(argv)
-    console = Console(stderr=True)
     try:
         trace = load_trace(args.trace)
         out = args.out or Path("out") / trace.name
         report = run_trace(trace, out, sweep=True if args.cmd == "sweep" else None,
-                           progress=not args.no_progress and console.is_terminal, console=console,
-                           fast=not args.step_by_step)
+                           progress=not args.no_progress and sys.stderr.isatty(), fast=not args.step_by_step)
     except SpecError as exc:
-        return fail(console, exc)
+        return fail(exc)
     return finish(report, out, args.quiet)
 
 
-def progress_bar(console: Console, enabled: bool) -> Progress:
-    """One bar per run (scheme x concurrency), counting finished requests."""
+class _NoProgress:
+    """The progress bar's interface, doing nothing (rich loads only for a real bar)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def add_task(self, *args, **kwargs):
+        return 0
+
+    def update(self, *args, **kwargs):
+        pass
+
+    def remove_task(self, *args):
+        pass
+
+
+def progress_bar(enabled: bool):
+    """One bar per run (scheme x concurrency) on stderr, counting finished requests."""
+    if not enabled:
+        return _NoProgress()
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, disable=not enabled, transient=True)
+                    console=Console(stderr=True), transient=True)
 
 
-def fail(console: Console, exc: SpecError) -> int:
+def fail(exc: SpecError) -> int:
     """Bad input: one line naming the file, the key path and what was expected; exit code 2."""
-    console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
+    print(f"error: {exc}", file=sys.stderr)
     return 2
 
 
 def finish(report: dict, out: Path, quiet: bool) -> int:
     """The table (unless quiet) and where the report went; exit code 0."""
     if not quiet:
+        from rich.console import Console
+
+        from sim.table import print_table
         print_table(report, Console())
-    Console().print(f"wrote {escape(str(out / 'report.json'))}")
+    print(f"wrote {out / 'report.json'}")
     return 0
 
 

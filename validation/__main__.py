@@ -3,8 +3,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich.console import Console
-
 from sim.cli import fail
 from sim.errors import SpecError
 from validation.compare import compare, print_comparison
@@ -18,11 +16,10 @@ def main(argv=None) -> int:
     c.add_argument("--out", type=Path, required=True)
     c.add_argument("--hardware", type=Path, default=None, help="measured profile (default traces/hardware/cpu-measured.yaml)")
     args = ap.parse_args(argv)
-    console = Console(stderr=True)
     try:
-        result = compare(args.trace, args.out, args.hardware, progress=console.is_terminal)
+        result = compare(args.trace, args.out, args.hardware, progress=sys.stderr.isatty())
     except SpecError as exc:
-        return fail(console, exc)
+        return fail(exc)
     print_comparison(result)
     print(f"wrote {args.out / 'comparison.json'}")
     return 0
