@@ -32,14 +32,6 @@ def ranks(parents: Sequence[int]) -> list[int]:
     return out
 
 
-def children(parents: Sequence[int]) -> dict[int, list[int]]:
-    """node (or -1 for the root) -> its children in rank order."""
-    out: dict[int, list[int]] = {}
-    for i, p in enumerate(parents):
-        out.setdefault(p, []).append(i)
-    return out
-
-
 def is_tree(parents: Sequence[int]) -> bool:
     return all(-1 <= p < i for i, p in enumerate(parents))
 
