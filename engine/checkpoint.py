@@ -29,7 +29,7 @@ from sim.models import ModelSpec, model_from_node
 from sim.spec import TraceSpec
 from sim.specio import Node
 
-FAMILIES = {"tiny": "engine/family/target.pt"}  # trained families: name -> checkpoint (engine/train.py)
+FAMILIES = {"tiny": "target.pt"}  # trained families: name -> checkpoint in engine/family (engine/train.py)
 PROMPT_DOMAINS = ("code", "text")
 DEFAULT_LAYERS = 2
 _SHAPE_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab")
@@ -103,7 +103,7 @@ def resolve(trace: TraceSpec) -> ModelSource:
             domain = f["prompts"].string(PROMPT_DOMAINS) if "prompts" in f else "code"
             width = 4.0 if dtype == torch.float32 else 2.0
             return ModelSource(spec=replace(spec, bytes_per_weight=width, bytes_per_kv=width), seed=seed, device=device,
-                               backend=backend, dtype=dtype, description=f"family {ck.value} ({FAMILIES[ck.value]})",
+                               backend=backend, dtype=dtype, description=f"family {ck.value} (engine/family/{FAMILIES[ck.value]})",
                                family=ck.value, domain=domain)
         spec, seed = _random(ck, trace)
         desc = f"random {spec.name}"
@@ -116,8 +116,8 @@ def resolve(trace: TraceSpec) -> ModelSource:
 
 
 def _family_path(name: str):
-    from pathlib import Path
-    return Path(__file__).resolve().parents[1] / FAMILIES[name]
+    from engine.corpus import FAMILY_DIR
+    return FAMILY_DIR / FAMILIES[name]
 
 
 def _family_spec(ck: Node) -> ModelSpec:

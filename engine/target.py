@@ -42,10 +42,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.corpus import FAMILY_DIR
 from engine.model import NORM_EPS, ROPE_THETA, Layer, Model, Rope
 from sim.models import ModelSpec
 
-FAMILY_DIR = Path(__file__).resolve().with_name("family")
 LAYER_KEYS = Layer.__slots__  # attn_norm, wqkv, wo, ffn_norm, w_gate_up, w_down
 FORMAT = "specsim-target"
 

@@ -29,7 +29,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable
 
-FAMILY_DIR = Path(__file__).resolve().with_name("family")
+from engine.corpus import FAMILY_DIR
 TOKENIZER = FAMILY_DIR / "tokenizer.json"
 EOT = "<|endoftext|>"
 VOCAB_SIZE = 4096
