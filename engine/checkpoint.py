@@ -58,6 +58,14 @@ class ModelSource:
         from engine.model import Model
         return Model.random(self.spec, self.seed, device=self.device, dtype=self.dtype, backend=self.backend)
 
+    def drafters(self, model):
+        """The drafters' weights: a family's trained ones, or seeded random ones of the same shapes
+        for a random model (engine/drafting/heads.py)."""
+        from engine.drafting.heads import family_drafters, random_drafters
+        if self.family is not None:
+            return family_drafters(model, _family_path(self.family).parent)
+        return random_drafters(model, self.seed + 1)
+
     @property
     def prompts(self):
         """prompts(request id, length) -> token ids for a family; None: the runner's seeded stream."""

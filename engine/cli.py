@@ -30,13 +30,15 @@ def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, pro
     check_schemes(trace)
     source = resolve(trace)
     model = source.build()
+    drafters = source.drafters(model) if any(s.name not in ("none", "ngram") for s in trace.speculation) else None
     ran = replace(trace, model=source.spec)  # the report describes (and prices) the model actually run
     levels: list[int | None] = list(trace.sweep_concurrency) or [None]
     t0 = time.time()
     engine_results: dict[str, EngineResult] = {}
 
     def execute(scheme, workload, tag, on_progress):
-        res = engine_results[tag] = run_scheme(ran, scheme, workload, model, progress=on_progress, prompts=source.prompts)
+        res = engine_results[tag] = run_scheme(ran, scheme, workload, model, progress=on_progress, prompts=source.prompts,
+                                                 drafters=drafters)
         if out is not None and save_tokens:
             writing(out, (out / "runs").mkdir, parents=True, exist_ok=True)
             lines = "".join(json.dumps({"id": i, "tokens": t}) + "\n" for i, t in sorted(res.tokens.items()))

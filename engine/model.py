@@ -193,7 +193,10 @@ class Model:
     """Weights and the batched paged forward. Random weights from a seed (`Model.random`)."""
 
     def __init__(self, spec: ModelSpec, embed: torch.Tensor, layers: list[Layer], norm: torch.Tensor,
-                 lm_head: torch.Tensor | None, backend: str = "torch", rope_theta: float = ROPE_THETA):
+                 lm_head: torch.Tensor | None, backend: str = "torch", rope_theta: float = ROPE_THETA,
+                 check_values: bool = True):
+        """check_values: check the step's index tensors (in layer 0; the others share them).
+        Drafters, whose passes the engine lays out itself, skip it."""
         check_dense(spec)
         self.spec = spec
         self.embed = embed  # (V, H)
@@ -202,17 +205,18 @@ class Model:
         self.lm_head = embed if lm_head is None else lm_head  # (V, H); tied: the embedding itself
         self.device = embed.device
         self.dtype = embed.dtype
-        self.ops = get_ops(backend)
         # a step's index tensors are the same in every layer: check their values once (layer 0)
         self.ops_unchecked = get_ops(backend, check_values=False)
+        self.ops = get_ops(backend) if check_values else self.ops_unchecked
         self.backend = backend
+        self.rope_theta = rope_theta
         self.rope = Rope(spec.head_dim, rope_theta, self.device, self.dtype)
         self.scale = spec.head_dim ** -0.5
 
     # ---- construction -------------------------------------------------------------------------
     @staticmethod
     def random(spec: ModelSpec, seed: int, device: str | torch.device = "cpu", dtype=torch.float32,
-               backend: str = "torch", rope_theta: float = ROPE_THETA) -> "Model":
+               backend: str = "torch", rope_theta: float = ROPE_THETA, check_values: bool = True) -> "Model":
         """Seeded random weights (drawn on the CPU, so the same seed gives the same model anywhere).
 
         Scales keep activations O(1) through the residual stream and give logits a spread of a few
@@ -236,7 +240,7 @@ class Model:
                                 norm_w(), w(2 * F, H, H ** -0.5), w(H, F, OUT_GAIN * F ** -0.5)))
         norm = norm_w()
         head = None if spec.tied_embeddings else w(V, H, LOGIT_STD * H ** -0.5)
-        return Model(spec, embed, layers, norm, head, backend=backend, rope_theta=rope_theta)
+        return Model(spec, embed, layers, norm, head, backend=backend, rope_theta=rope_theta, check_values=check_values)
 
     @property
     def weight_bytes(self) -> int:
@@ -247,15 +251,16 @@ class Model:
 
     # ---- the step -----------------------------------------------------------------------------
     @torch.inference_mode()
-    def forward(self, step: StepBatch, cache) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, step: StepBatch, cache, inputs: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the step's N query tokens through every layer, writing their K/V into `cache`
         (an engine.kv_cache.KVCache) at step.store_slots first, so each query sees itself.
+        `inputs` (N, H) replaces the token embeddings (a drafter head's projected features).
         Returns (hidden (N, H) after the final norm, logits (R, V) for step.logit_rows)."""
         s, ops = self.spec, self.ops
         nh, nkv, d = s.heads, s.kv_heads, s.head_dim
         N = step.num_tokens
         self.rope.ensure(step.max_pos)
-        x = self.embed[step.token_ids]  # (N, H) residual stream
+        x = self.embed[step.token_ids] if inputs is None else inputs  # (N, H) residual stream
         for li, layer in enumerate(self.layers):
             if li == 1:
                 ops = self.ops_unchecked

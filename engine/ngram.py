@@ -7,7 +7,7 @@ are the proposal, up to K of them. The continuation may run into the proposal it
 one period back in a loop proposes the loop again), so a repeating tail always yields K tokens.
 
 `NGramPlanner` is the engine's `sim.scheduler.Planner` for the scheme: once per step the
-scheduler hands it the decoding sequences; the scheme's policy (Fixed / BatchTable) picks the
+scheduler hands it the decoding sequences; the scheme's policy (as the simulator builds it) picks the
 depth from the batch size and mean context, never drafting past `remaining - 1`.
 """
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from sim import trees as T
-from sim.errors import SpecError
 
 
 def propose(tokens: Sequence[int], k: int, max_ngram: int) -> list[int]:
@@ -56,12 +55,9 @@ class NGramPlanner:
     """sim.scheduler.Planner for prompt lookup. `tokens` maps a sequence id to its token list
     (prompt + generated), kept by the engine."""
 
-    def __init__(self, scheme, tokens: Mapping[int, Sequence[int]]):
-        if isinstance(scheme.policy, str):  # "goodput" needs an acceptance model and a cost model
-            node = scheme.node
-            raise SpecError(node.file if node else None, f"{node.path if node else 'speculation'}.policy",
-                            f"the engine runs fixed and batch_table policies; '{scheme.policy}' is not supported yet")
-        self.policy = scheme.policy
+    def __init__(self, scheme, tokens: Mapping[int, Sequence[int]], trace=None):
+        from engine.drafting.base import engine_policy
+        self.policy = engine_policy(scheme, trace)
         self.max_ngram = scheme.max_ngram
         self.tokens = tokens
         self.depth = 0

@@ -29,12 +29,14 @@ from typing import Callable
 
 import torch
 
+from engine.drafting import SCHEMES, DraftContext, make_drafter
+from engine.drafting.heads import Drafters
 from engine.kv_cache import KVCache, SlotTables, pages_bound
 from engine.model import Model, SeqQuery, StepBatch
-from engine.ngram import NGramPlanner
 from engine.prompts import prompt_tokens
 from engine.sampling import warp
-from engine.verify import verify_chain, verify_chain_greedy, verify_tree, verify_tree_greedy
+from engine.verify import (verify_chain, verify_chain_greedy, verify_tree, verify_tree_greedy,
+                           verify_tree_typical_lossy)
 from sim import trees as T
 from sim.cost import ForwardCost, Work, bound_of
 from sim.errors import SpecError
@@ -44,29 +46,19 @@ from sim.spec import TraceSpec
 from sim.steplog import StepLog
 from sim.workload import Request, Workload
 
-SCHEMES = ("none", "ngram")
-
-
 def check_schemes(trace: TraceSpec) -> None:
-    """The engine runs `none` and `ngram` so far; anything else is a SpecError at its entry."""
+    """A scheme the engine does not know is a SpecError at its entry."""
     for i, scheme in enumerate(trace.speculation):
         if scheme.name not in SCHEMES:
             raise SpecError(str(trace.path), f"speculation[{i}].scheme",
-                            f"the engine does not run scheme '{scheme.name}' yet (it runs: {', '.join(SCHEMES)})")
-
-
-def make_planner(scheme, tokens: dict[int, list[int]]):
-    if scheme.name == "none":
-        return None
-    if scheme.name == "ngram":
-        return NGramPlanner(scheme, tokens)
-    raise ValueError(f"the engine does not run scheme {scheme.name!r}")
+                            f"the engine does not run scheme '{scheme.name}' (it runs: {', '.join(SCHEMES)})")
 
 
 @dataclass
 class EngineResult:
     result: RunResult
     tokens: dict[int, list[int]]  # request id -> generated token ids
+    ranks: dict[tuple[int, int], int]  # (depth, rank of the target's token among the drafter's candidates) -> count
 
 
 class EngineRun:
@@ -74,8 +66,9 @@ class EngineRun:
 
     def __init__(self, trace: TraceSpec, scheme, workload: Workload, model: Model, seed: int | None = None,
                  progress: Callable[[int, int], None] | None = None,
-                 prompts: Callable[[int, int], list[int]] | None = None):
-        """prompts(request id, length) -> token ids; default: the seeded random stream."""
+                 prompts: Callable[[int, int], list[int]] | None = None, drafters: Drafters | None = None):
+        """prompts(request id, length) -> token ids; default: the seeded random stream.
+        drafters: the model's drafter weights (engine/drafting/heads.py) for model-based schemes."""
         self.trace, self.scheme, self.workload, self.model = trace, scheme, workload, model
         self.prompts = prompts or (lambda rid, n: prompt_tokens(trace.seed, rid, n, model.spec.vocab))
         self.progress = progress
@@ -84,7 +77,16 @@ class EngineRun:
         serving = replace(trace.serving, paging=scheme.paging) if scheme.paging else trace.serving
         self.tokens: dict[int, list[int]] = {}  # prompt + generated, per live or finished request
         cache_bytes = model.spec.layers * 2 * model.spec.kv_heads * model.spec.head_dim * model.embed.element_size()
-        self.sched = Scheduler(serving, trace.num_pages, cache_bytes, planner=make_planner(scheme, self.tokens),
+        self.gen = torch.Generator(self.device).manual_seed(trace.seed if seed is None else seed)
+        self.tables = SlotTables()
+        dctx = DraftContext(trace=trace, tokens=self.tokens, index=lambda sid: self.tables.row(sid, self.kv.index(sid)),
+                            temperature=self.temperature, generator=self.gen, rows=serving.max_num_seqs,
+                            page_size=serving.page_size, device=self.device)
+        self.planner = make_drafter(scheme, dctx, drafters)
+        self.features = getattr(self.planner, "wants_features", False)
+        self.typical = bool(getattr(scheme, "typical", False))
+        self.ranks: dict[tuple[int, int], int] = {}
+        self.sched = Scheduler(serving, trace.num_pages, cache_bytes, planner=self.planner,
                                max_nodes=scheme.max_nodes())
         self.kv = self.sched.kv
         reqs = workload.requests
@@ -92,9 +94,7 @@ class EngineRun:
         pages = pages_bound((r.prompt_tokens + r.output_tokens + scheme.max_nodes() for r in reqs),
                             serving.page_size, live, trace.num_pages)
         self.cache = KVCache(model.spec, pages, serving.page_size, self.device, model.dtype)
-        self.tables = SlotTables()
         self.cost = ForwardCost(model.spec, trace.hardware, 1)
-        self.gen = torch.Generator(self.device).manual_seed(trace.seed if seed is None else seed)
         self.log = StepLog()
         self.seqs: list[SeqState] = []
         self.pending: deque[Request] = deque(reqs)
@@ -133,7 +133,7 @@ class EngineRun:
                 raise RuntimeError("the scheduler has nothing to run but requests are unfinished")
             ops = self._pool_ops()  # as the simulator counts them: since the last step was scheduled
             for seq in batch.preempted:
-                self.tables.drop(seq.id)
+                self._drop(seq.id)
             emitted, paths = self._forward_verify(batch)
             sync()
             dt = time.perf_counter() - t0
@@ -146,7 +146,7 @@ class EngineRun:
                 dt += time.perf_counter() - t1
             self._record(batch, emitted, paths, dt, ops)
             for seq in finished:
-                self.tables.drop(seq.id)
+                self._drop(seq.id)
             self.now += dt
             self.done += len(finished)
             if closed and self.pending:
@@ -162,7 +162,12 @@ class EngineRun:
                            decode_seq_steps=self.sched.decode_steps, decode_tokens=self.sched.decode_tokens,
                            acceptance=dict(self.sched.acceptance))
         gen = {s.id: self.tokens[s.id][s.prompt:] for s in result.seqs}
-        return EngineResult(result, gen)
+        return EngineResult(result, gen, dict(sorted(self.ranks.items())))
+
+    def _drop(self, seq_id: int) -> None:
+        self.tables.drop(seq_id)
+        if self.planner is not None and hasattr(self.planner, "drop"):
+            self.planner.drop(seq_id)
 
     def _warm_up(self) -> None:
         """One untimed 1-token step into slot 0 (first-call set-up costs stay off the clock). The
@@ -188,7 +193,7 @@ class EngineRun:
                 top = max(top, max(batch.slots[i]))
         self.cache.ensure(top)
         step = StepBatch.pack(queries, self.device)
-        _, logits = self.model.forward(step, self.cache)  # (R, V)
+        hidden, logits = self.model.forward(step, self.cache)  # (N, H), (R, V)
         n = batch.size
         emitted: list[list[int]] = [[] for _ in range(n)]
         paths: list[list[int]] = [[] for _ in range(n)]
@@ -201,25 +206,58 @@ class EngineRun:
             rows = torch.stack([logits[step.logit_start[i]:step.logit_start[i] + t + 1] for i in idx])  # (G, t+1, V)
             drafts = torch.tensor([list(batch.plans[i].tokens) if t else [] for i in idx], dtype=torch.int64,
                                   device=self.device).view(len(idx), t)  # (G, t)
-            toks, num, path = self._verify(rows, drafts, parents)
+            q = [getattr(batch.plans[i], "probs", None) if t else None for i in idx]
+            q = torch.stack(q) if t and all(x is not None for x in q) else None  # (G, t, V)
+            toks, num, path = self._verify(rows, drafts, parents, q)
             toks, num = toks.tolist(), num.tolist()
             path = path.tolist() if path is not None else None
             for b, i in enumerate(idx):
                 k = num[b]
                 emitted[i] = toks[b][:k]
                 paths[i] = list(range(k - 1)) if path is None else path[b][:k - 1]
+        if self.features:
+            self._observe(batch, step, hidden, paths)
+        for i in range(n):
+            cands = getattr(batch.plans[i], "cands", None)
+            if cands and self.temperature == 0:
+                self._count_ranks(cands, emitted[i], paths[i])
         return emitted, paths
 
-    def _verify(self, rows: torch.Tensor, drafts: torch.Tensor, parents: tuple):
-        """(tokens, num_tokens, path or None for chains) for one group of same-shaped drafts."""
+    def _observe(self, batch, step: StepBatch, hidden: torch.Tensor, paths: list[list[int]]) -> None:
+        """Hand the drafter the target's features of every position this step committed."""
+        for i, seq in enumerate(batch.seqs):
+            r0, q = step.row_start[i], batch.query[i]
+            rows = list(range(r0, r0 + q)) + [r0 + q + j for j in paths[i]]
+            self.planner.observe(seq.id, batch.context[i], hidden[torch.as_tensor(rows, device=self.device)])
+
+    def _count_ranks(self, cands: dict, emitted: list[int], path: list[int]) -> None:
+        """At temperature 0 the emitted tokens are the target's greedy ones along the accepted
+        path: count the rank each had among the drafter's candidates there (len(candidates):
+        not among them)."""
+        node = -1
+        for d, tok in enumerate(emitted, start=1):
+            cl = cands.get(node)
+            if cl is None:
+                break
+            key = (d, cl.index(tok) if tok in cl else len(cl))
+            self.ranks[key] = self.ranks.get(key, 0) + 1
+            if d - 1 >= len(path):
+                break
+            node = path[d - 1]
+
+    def _verify(self, rows: torch.Tensor, drafts: torch.Tensor, parents: tuple, q: torch.Tensor | None = None):
+        """(tokens, num_tokens, path or None for chains) for one group of same-shaped drafts;
+        q (G, t, V): the drafts' distributions when they were sampled (chains), else point masses."""
         chain = parents == T.chain(len(parents))
         if self.temperature == 0:
             if chain:
                 return (*verify_chain_greedy(rows, drafts), None)
             return verify_tree_greedy(rows, drafts, list(parents))
         probs = warp(rows, self.temperature)
+        if self.typical and parents:
+            return verify_tree_typical_lossy(probs, drafts, list(parents), generator=self.gen)
         if chain:
-            return (*verify_chain(probs, None, drafts, generator=self.gen), None)
+            return (*verify_chain(probs, q, drafts, generator=self.gen), None)
         return verify_tree(probs, None, drafts, list(parents), generator=self.gen)
 
     def _pool_ops(self) -> tuple[int, int]:
@@ -242,5 +280,6 @@ class EngineRun:
 
 def run_scheme(trace: TraceSpec, scheme, workload: Workload, model: Model,
                progress: Callable[[int, int], None] | None = None,
-               prompts: Callable[[int, int], list[int]] | None = None) -> EngineResult:
-    return EngineRun(trace, scheme, workload, model, progress=progress, prompts=prompts).run()
+               prompts: Callable[[int, int], list[int]] | None = None,
+               drafters: Drafters | None = None) -> EngineResult:
+    return EngineRun(trace, scheme, workload, model, progress=progress, prompts=prompts, drafters=drafters).run()

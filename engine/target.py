@@ -198,11 +198,13 @@ def split_state(state: dict) -> tuple[dict, dict]:
     return main, {k: v for k, v in state.items() if k.startswith("mtp.")}
 
 
-def engine_model(state: dict, config: TargetConfig, device="cpu", dtype=torch.float32, backend="torch") -> Model:
+def engine_model(state: dict, config: TargetConfig, device="cpu", dtype=torch.float32, backend="torch",
+                 check_values: bool = True) -> Model:
     """The engine's Model over the trained main weights (see the mapping in the module doc)."""
     t = lambda k: state[k].to(device, dtype).contiguous()  # noqa: E731
     layers = [Layer(*(t(f"layers.{i}.{key}") for key in LAYER_KEYS)) for i in range(config.layers)]
-    return Model(config.spec(), t("embed"), layers, t("norm"), None, backend=backend, rope_theta=config.rope_theta)
+    return Model(config.spec(), t("embed"), layers, t("norm"), None, backend=backend, rope_theta=config.rope_theta,
+                 check_values=check_values)
 
 
 def load_target(path: Path = FAMILY_DIR / "target.pt", mtp_path: Path | None = None) -> tuple[TargetModel, dict]:

@@ -55,7 +55,7 @@ def ancestor_masks(parents: Sequence[int]) -> list[int]:
 # --------------------------------------------------------------------------- torch reference
 
 def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tree_start, q_anc,
-                        scale: float, *, max_elems: int = 1 << 25, bulk: int = 8) -> torch.Tensor:
+                        scale: float, *, max_elems: int = 1 << 25, bulk: int = 2) -> torch.Tensor:
     """Mask and softmax in fp32 over each query's keys, gathered via kv_slots. A sequence with at
     least `bulk` queries in the step (a prefill chunk, a tree) gathers its keys once for all of
     them; the other queries gather their own, in chunks whose gathered K/V and scores hold about

@@ -168,11 +168,12 @@ def test_cuda_without_gpu_exits_2(tmp_path, capsys):
     assert "engine.device:" in capsys.readouterr().err
 
 
-def test_unsupported_scheme_exits_2(tmp_path, capsys):
+def test_more_mtp_modules_than_the_model_has_exits_2(tmp_path, capsys):
     path = write_trace(tmp_path, speculation=[{"scheme": "none"},
-                                              {"scheme": "mtp", "depth": 1, "acceptance": {"per_depth": [0.8]}}])
+                                              {"scheme": "mtp", "depth": 3, "acceptance": {"per_depth": [0.8]}}])
     assert main(["run", str(path), "--no-progress"]) == 2
-    assert "speculation[1].scheme:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "speculation[1].depth:" in err and "2 MTP module(s)" in err and "Traceback" not in err
 
 
 def test_prompt_lookup():

@@ -23,21 +23,10 @@ from pathlib import Path
 import yaml
 
 from sim.models import ModelSpec
+from validation.measure import per_depth_rates
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "allocator_ops", "peak_pages")
-
-
-def per_depth_rates(hist: dict[tuple[int, int], int]) -> tuple[list[float], int]:
-    """Chain acceptance rates from (drafted depth, accepted) counts; depth j's rate is estimated
-    over the steps that drafted at least j tokens and accepted the first j - 1."""
-    max_d = max((d for d, _ in hist), default=0)
-    rates, samples = [], sum(hist.values())
-    for j in range(1, max_d + 1):
-        reach = sum(n for (d, a), n in hist.items() if d >= j and a >= j - 1)
-        ok = sum(n for (d, a), n in hist.items() if d >= j and a >= j)
-        rates.append(ok / reach if reach else (rates[-1] if rates else 0.0))
-    return rates, samples
 
 
 def metrics(summary: dict) -> dict:

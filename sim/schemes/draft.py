@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.drafters import PassPricer
-from sim.models import ModelSpec, model_from_node
+from sim.models import ModelSpec, model_from_node, preset_names
 from sim.schemes.base import SpecScheme, need_rank_acceptance, parse_common
 from sim.specio import Node
 
@@ -19,9 +19,13 @@ class DraftModel(SpecScheme):
     @classmethod
     def from_node(cls, node: Node, model: ModelSpec, base_dir: Path) -> "DraftModel":
         f, common = parse_common(cls, node, ("draft_model",), "k", base_dir)
-        if "draft_model" not in f:
-            raise node.error("missing required key 'draft_model' (a model preset, path or mapping)")
-        draft = model_from_node(f["draft_model"], base_dir)
+        if "draft_model" in f:
+            draft = model_from_node(f["draft_model"], base_dir)
+        elif f"{model.name}-draft" in preset_names():  # a trained family's own draft model
+            draft = model_from_node(Node(f"{model.name}-draft", node.file, f"{node.path}.draft_model"), base_dir)
+        else:
+            raise node.error("missing required key 'draft_model' (a model preset, path or mapping; "
+                             "only a trained family such as `tiny` has a default)")
         if draft.params_total >= model.params_total:
             raise f["draft_model"].error(
                 f"a draft model must be smaller than its target: {draft.name} has {draft.params_total / 1e9:.2f}B "

@@ -1,0 +1,129 @@
+"""The engine's model-based drafters (engine/drafting): lossless at temperature 0 in both paging
+modes and under preemption, drafts that depend on the sequence alone (not on the batch, the
+paging mode or the step at which a drafter catches up), and a draft model that equals the target
+drafting everything it can."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.checkpoint import resolve
+from engine.drafting.heads import Drafters
+from engine.runner import run_scheme
+from sim.spec import load_trace
+from sim.workload import make_requests
+from tests import helpers
+
+SHAPE = {"random_shape": "tiny", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16,
+         "ffn": 128, "vocab": 512}
+SCHEMES = [
+    {"scheme": "none"},
+    {"scheme": "draft", "k": 3},
+    {"scheme": "medusa", "heads": 3},
+    {"scheme": "eagle", "depth": 3},
+    {"scheme": "eagle", "depth": 3, "tree": 8, "label": "eagle-tree",
+     "acceptance": {"rank_depth": [[0.5, 0.2, 0.1], [0.4, 0.2], [0.3]]}},
+    {"scheme": "eagle2", "depth": 3, "topk": 3, "tree_tokens": 10},
+    {"scheme": "mtp", "depth": 2},
+    {"scheme": "eagle", "depth": 3, "label": "eagle-table", "policy": {"batch_table": {"1-2": 3, "3-": 1}}},
+    {"scheme": "draft", "k": 3, "label": "draft-goodput", "policy": "goodput", "acceptance": {"per_depth": [0.6]}},
+]
+BASE = {
+    "version": 1, "name": "drafters", "seed": 7, "hardware": "cpu", "model": "tiny",
+    "serving": {"max_num_seqs": 4, "max_num_batched_tokens": 128, "page_size": 8, "kv_pages": 256,
+                "paging": "indexshare"},
+    "workload": {"requests": 5, "arrival": {"process": "closed", "concurrency": 3},
+                 "prompt_tokens": {"dist": "uniform", "min": 8, "max": 40},
+                 "output_tokens": {"dist": "uniform", "min": 6, "max": 24}, "temperature": 0.0},
+    "speculation": SCHEMES,
+    "engine": {"checkpoint": SHAPE, "backend": "torch", "device": "cpu"},
+}
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def run_all(tmp_path: Path, **overrides):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    trace = load_trace(helpers.write_trace(tmp_path, BASE, **overrides))
+    source = resolve(trace)
+    model = source.build()
+    drafters = source.drafters(model)
+    workload = make_requests(trace.workload, trace.seed)
+    return {s.label: run_scheme(trace, s, workload, model, drafters=drafters) for s in trace.speculation}
+
+
+@pytest.mark.parametrize("paging", ["indexshare", "naive"])
+def test_every_scheme_is_lossless_at_temperature_zero(tmp_path, paging):
+    res = run_all(tmp_path, serving={**BASE["serving"], "paging": paging})
+    base = res["none"].tokens
+    for label, r in res.items():
+        assert r.tokens == base, f"{label} ({paging}) changed the greedy output"
+    drafted = {label: sum(r.result.acceptance.values()) for label, r in res.items()}
+    assert all(drafted[k] > 0 for k in drafted if k != "none"), drafted
+
+
+def test_lossless_under_preemption(tmp_path):
+    tight = {**BASE["serving"], "kv_pages": 14, "max_num_seqs": 3}
+    res = run_all(tmp_path, serving=tight)
+    assert any(r.result.preemptions for r in res.values()), "the pool was meant to force preemptions"
+    base = res["none"].tokens
+    for label, r in res.items():
+        assert r.tokens == base, f"{label} changed the greedy output under preemption"
+
+
+def per_request_steps(res):
+    return {label: {s.id: s.steps for s in r.result.seqs} for label, r in res.items()}
+
+
+def test_drafts_depend_on_the_sequence_alone(tmp_path):
+    """At temperature 0 a request's drafts (hence its steps) are the same alone or batched, in
+    either paging mode: catch-up, scratch rows and slot mapping do not leak into the drafts."""
+    alone = per_request_steps(run_all(tmp_path / "a", workload={**BASE["workload"],
+                                                                "arrival": {"process": "closed", "concurrency": 1}}))
+    batched = per_request_steps(run_all(tmp_path / "b", serving={**BASE["serving"], "paging": "naive"}))
+    assert alone == batched
+
+
+def test_a_draft_model_equal_to_the_target_is_always_accepted(tmp_path):
+    trace = load_trace(helpers.write_trace(tmp_path, BASE, speculation=[{"scheme": "draft", "k": 3}]))
+    source = resolve(trace)
+    model = source.build()
+    workload = make_requests(trace.workload, trace.seed)
+    res = run_scheme(trace, trace.speculation[0], workload, model,
+                     drafters=Drafters(eagle=None, medusa=None, draft=copy.copy(model), mtp=[]))
+    counts = res.result.acceptance
+    assert counts and all(acc == depth for (depth, acc) in counts), counts
+
+
+def test_sampled_chains_pass_their_draft_distribution(tmp_path):
+    """At temperature 1 a chain drafter samples from q and hands q to rejection sampling: with
+    the target as its own draft model, p = q, so every draft is accepted."""
+    trace = load_trace(helpers.write_trace(tmp_path, BASE, speculation=[{"scheme": "draft", "k": 3}],
+                                           workload={**BASE["workload"], "temperature": 1.0}))
+    source = resolve(trace)
+    model = source.build()
+    workload = make_requests(trace.workload, trace.seed)
+    res = run_scheme(trace, trace.speculation[0], workload, model,
+                     drafters=Drafters(eagle=None, medusa=None, draft=copy.copy(model), mtp=[]))
+    counts = res.result.acceptance
+    assert counts and all(acc == depth for (depth, acc) in counts), counts
+
+
+def test_a_missing_drafter_is_a_clear_error(tmp_path):
+    trace = load_trace(helpers.write_trace(tmp_path, BASE, speculation=[{"scheme": "eagle", "depth": 2}]))
+    source = resolve(trace)
+    model = source.build()
+    workload = make_requests(trace.workload, trace.seed)
+    with pytest.raises(ValueError, match="eagle drafter"):
+        run_scheme(trace, trace.speculation[0], workload, model, drafters=None)
+
+
+def test_policies_choose_the_depth(tmp_path):
+    """batch_table: depth 1 once three sequences decode; goodput: the simulator's policy object."""
+    res = run_all(tmp_path)
+    table = res["eagle-table"].result.acceptance
+    assert {d for d, _ in table} <= {1, 2, 3} and any(d == 1 for d, _ in table) and any(d > 1 for d, _ in table)
+    assert res["draft-goodput"].tokens == res["none"].tokens
