@@ -18,7 +18,7 @@ what acceptance measures.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -55,9 +55,14 @@ class DrafterSet:
     draft: TargetModel
 
 
+def draft_config(target: TargetConfig) -> TargetConfig:
+    """The draft model's shape for a target: DRAFT_CONFIG on the target's vocabulary."""
+    return replace(DRAFT_CONFIG, vocab=target.vocab)
+
+
 def new_drafters(target: TargetConfig, generator: torch.Generator, std: float = 0.02) -> DrafterSet:
     eagle = MTPModule(target)
-    draft = TargetModel(DRAFT_CONFIG)
+    draft = TargetModel(draft_config(target))
     draft.init_weights(std, generator)
     with torch.no_grad():
         for name, p in eagle.named_parameters():

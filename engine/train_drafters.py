@@ -37,7 +37,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from engine.corpus import FAMILY_DIR  # noqa: E402
-from engine.drafter_nets import DRAFT_CONFIG, DrafterSet, new_drafters  # noqa: E402
+from engine.drafter_nets import DrafterSet, new_drafters  # noqa: E402
 from engine.target import TargetModel, load_target  # noqa: E402
 from engine.train import Sampler, _atomic_save, eval_windows, token_streams  # noqa: E402
 
@@ -191,7 +191,8 @@ class DrafterTrainer:
                      self.out_dir / "eagle.pt")
         _atomic_save({**common, "kind": "medusa", "model": tc, "heads": self.d.medusa.heads,
                       "state_dict": self.d.medusa.state_dict()}, self.out_dir / "medusa.pt")
-        _atomic_save({**common, "kind": "draft", "model": asdict(DRAFT_CONFIG), "spec": DRAFT_CONFIG.spec().to_dict(),
+        dc = self.d.draft.config
+        _atomic_save({**common, "kind": "draft", "model": asdict(dc), "spec": dc.spec().to_dict(),
                       "state_dict": self.d.draft.state_dict()}, self.out_dir / "draft.pt")
         _atomic_save({"train": asdict(self.cfg), "step": self.step, "train_seconds": self.train_seconds,
                       "last_eval": self.last_eval, "optimizer": self.opt.state_dict(),

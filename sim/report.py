@@ -19,11 +19,25 @@ INT_COLUMNS = {"id", "prompt_tokens", "output_tokens", "steps", "preemptions", "
 
 def run_entry(trace: TraceSpec, scheme, concurrency: int | None, result: RunResult) -> dict:
     tag = f"{scheme.label}-{concurrency if concurrency is not None else 'open'}"
-    return {
+    entry = {
         "scheme": scheme.name, "label": scheme.label, "concurrency": concurrency, "params": scheme.params(),
         "summary": summarize(result, trace),
         "per_request": f"runs/{tag}-requests.csv", "per_step": f"runs/{tag}-steps.csv",
     }
+    if result.acceptance:
+        entry["acceptance"] = acceptance_entry(result.acceptance)
+    return entry
+
+
+def acceptance_entry(counts: dict[tuple[int, int], int]) -> dict:
+    """Verified draft plans by drafts accepted, and by (drafted depth, accepted)."""
+    hist: dict[int, int] = {}
+    for (_, a), n in counts.items():
+        hist[a] = hist.get(a, 0) + n
+    total = sum(hist.values())
+    return {"plans": total, "mean_accepted": sum(a * n for a, n in hist.items()) / total,
+            "histogram": {str(a): hist[a] for a in sorted(hist)},
+            "by_depth": {f"{d}:{a}": counts[(d, a)] for d, a in sorted(counts)}}
 
 
 def fill_speedups(runs: list[dict], baseline_label: str) -> None:

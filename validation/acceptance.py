@@ -7,8 +7,8 @@ For each domain (code, text) and temperature (0, 1) the engine runs, closed loop
 (`--requests` held-out prompts of 128 tokens, 64 generated each):
 1. the chains: ngram, draft, mtp (1 and 2 modules), eagle (depth 5), and Medusa's heads as a chain,
    whose accepted paths give per-rank acceptance (temperature 0);
-2. the trees built from those ranks as the simulator builds them: medusa and eagle static trees
-   of 32 nodes, and eagle2 (depth 6, top-8, 60 tokens).
+2. the trees built from those ranks as the simulator builds them: Medusa's default 63-node tree,
+   an EAGLE static tree of 32 nodes, and eagle2 (depth 6, top-8, 60 tokens).
 Each run writes `<out>/<label>-<domain>-t<T>.json` (its profile in the simulator's form, the
 histogram of accepted drafts per step, per-rank counts, the sample size) and the command prints a
 table; `<out>/summary.json` collects the tokens per step. At temperature 1 the trees use the
@@ -25,11 +25,9 @@ from pathlib import Path
 
 import yaml
 
-from validation.fit_profiles import fit_confidence
-from validation.measure import accepted_histogram, mean_tokens, per_depth_rates, rank_rows
+from validation.measure import RANKS, accepted_histogram, mean_tokens, per_depth_rates, profile, rank_rows
 
 ROOT = Path(__file__).resolve().parents[1]
-RANKS = 10
 CHAINS = [
     {"scheme": "ngram", "k": 4, "ngram": 3},
     {"scheme": "draft", "k": 4},
@@ -47,7 +45,7 @@ def trees(ranks: dict[str, list[list[float]]]) -> list[dict]:
         out.append({"scheme": "eagle", "depth": 5, "tree": TREE_NODES, "label": "eagle-tree",
                     "acceptance": {"rank_depth": ranks["eagle"]}})
     if "medusa-chain" in ranks:
-        out.append({"scheme": "medusa", "heads": 4, "tree": TREE_NODES, "acceptance": {"rank_depth": ranks["medusa-chain"]}})
+        out.append({"scheme": "medusa", "heads": 4, "acceptance": {"rank_depth": ranks["medusa-chain"]}})
     return out
 
 
@@ -61,18 +59,6 @@ def trace_doc(family: str, domain: str, temperature: float, requests: int, schem
                          "output_tokens": {"dist": "fixed", "value": 64}, "temperature": temperature},
             "speculation": [{"scheme": "none"}] + schemes,
             "engine": {"checkpoint": family, "prompts": domain}}
-
-
-def profile(scheme, hist: dict, ranks: dict) -> dict:
-    """The simulator's form for what the engine measured."""
-    if scheme.name == "eagle2":
-        tau = mean_tokens(hist)
-        return {"confidence": {"top1_mean": round(fit_confidence(tau, scheme.max_depth, scheme.topk,
-                                                                 scheme.tree_tokens), 4)}}
-    if scheme.name in ("medusa", "eagle") and getattr(scheme, "tree_nodes", None) and ranks:
-        return {"rank_depth": [[round(x, 5) for x in row] for row in rank_rows(ranks, RANKS)]}
-    rates, _ = per_depth_rates(hist)
-    return {"per_depth": [round(r, 5) for r in rates]}
 
 
 def run(family: str, domain: str, temperature: float, requests: int, schemes: list[dict], work: Path,

@@ -2,9 +2,10 @@
 (DESIGN.md §8.4): `python -m validation compare traces/x.yaml --out DIR [--hardware PROFILE]`.
 
 1. The engine runs the trace (its report under DIR/engine).
-2. Acceptance the trace leaves out is filled from the engine's own measurement: for each chain
-   scheme, per-depth rates a_j = P(accept depth j | drafted to depth j, depths < j accepted)
-   pooled over its runs, written to DIR/acceptance-<label>.json and read as `{measured: ...}`.
+2. Acceptance the trace leaves out is filled from the engine's own measurement, pooled over the
+   scheme's runs (validation/measure.py): per-depth rates a_j = P(accept depth j | drafted to
+   depth j, depths < j accepted) for chains, per-rank rates for static trees, a fitted confidence
+   model for EAGLE-2; written to DIR/acceptance-<label>.json and read as `{measured: ...}`.
    Decode steps that drafted nothing (no prompt-lookup match) count as rejected at depth 1, since
    the simulator's schemes always draft (it then prices a verify the engine did not run).
 3. The simulator runs the same trace on the model the engine actually ran, priced with a
@@ -23,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from sim.models import ModelSpec
-from validation.measure import per_depth_rates
+from validation.measure import histogram_distance, per_depth_rates, profile
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "allocator_ops", "peak_pages")
@@ -45,8 +46,13 @@ def errors(engine: dict, sim: dict) -> dict:
         s = sims[(r["label"], r["concurrency"])]
         me, ms = metrics(r["summary"]), metrics(s["summary"])
         err = {k: (ms[k] - me[k]) / me[k] if me[k] else None for k in METRICS}
-        out.append({"scheme": r["scheme"], "label": r["label"], "concurrency": r["concurrency"], "errors": err,
-                    "engine": me, "sim": ms})
+        entry = {"scheme": r["scheme"], "label": r["label"], "concurrency": r["concurrency"], "errors": err,
+                 "engine": me, "sim": ms}
+        ea, sa = r.get("acceptance"), s.get("acceptance")
+        if ea and sa:  # the accepted-drafts-per-step distributions
+            entry["acceptance"] = {"tv_distance": histogram_distance(ea["histogram"], sa["histogram"]),
+                                   "engine_mean_accepted": ea["mean_accepted"], "sim_mean_accepted": sa["mean_accepted"]}
+        out.append(entry)
     return {"runs": out}
 
 
@@ -74,9 +80,13 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     trace = load_trace(trace_path)
     engine_report, results = engine_run(trace, out / "engine", progress=progress)
     hists: dict[str, dict] = {}
+    ranks: dict[str, dict] = {}
     for tag, res in results.items():
         label = tag.rsplit("-", 1)[0]
         hist = hists.setdefault(label, {})
+        rk = ranks.setdefault(label, {})
+        for key, n in res.ranks.items():
+            rk[key] = rk.get(key, 0) + n
         counts = res.result.acceptance or {}
         for key, n in counts.items():
             hist[key] = hist.get(key, 0) + n
@@ -87,11 +97,14 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
             deepest = max(d for d, _ in counts)
             hist[(deepest, 0)] = hist.get((deepest, 0), 0) + undrafted
     measured = {}
+    schemes = {s.label: s for s in trace.speculation}
     for label, hist in hists.items():
         rates, samples = per_depth_rates(hist)
         if rates:
             path = out / f"acceptance-{label}.json"
-            path.write_text(json.dumps({"per_depth": rates, "samples": samples, "source": f"engine run of {trace.name}"}))
+            doc = {**profile(schemes[label], hist, ranks[label]), "samples": samples,
+                   "source": f"engine run of {trace.name}"}
+            path.write_text(json.dumps(doc))
             measured[label] = path
     sim_path = out / "sim-trace.yaml"
     sim_path.write_text(yaml.safe_dump(sim_trace_doc(trace_path, engine_report, hardware, measured), sort_keys=False))
@@ -130,9 +143,11 @@ def print_comparison(comparison: dict) -> None:
     from rich.table import Table
 
     t = Table(title="signed relative error of the simulator against the engine")
-    for col in ("scheme", "conc") + METRICS:
+    for col in ("scheme", "conc") + METRICS + ("accept TV",):
         t.add_column(col, justify="left" if col == "scheme" else "right")
     for r in comparison["runs"]:
+        acc = r.get("acceptance")
         t.add_row(r["label"], str(r["concurrency"] if r["concurrency"] is not None else "open"),
-                  *("-" if r["errors"][m] is None else f"{100 * r['errors'][m]:+.1f}%" for m in METRICS))
+                  *("-" if r["errors"][m] is None else f"{100 * r['errors'][m]:+.1f}%" for m in METRICS),
+                  f"{acc['tv_distance']:.3f}" if acc else "-")
     Console(width=180).print(t)

@@ -9,6 +9,8 @@ functions over the engine's counts.
 """
 from __future__ import annotations
 
+RANKS = 10  # candidates per drafted node the engine records (engine/drafting: RANKS)
+
 
 def per_depth_rates(hist: dict[tuple[int, int], int]) -> tuple[list[float], int]:
     """Chain acceptance rates from (drafted depth, accepted) counts; depth j's rate is estimated
@@ -46,3 +48,25 @@ def mean_tokens(hist: dict[tuple[int, int], int]) -> float:
     """Tokens per verified step (accepted drafts + the one the target samples)."""
     n = sum(hist.values())
     return 1.0 + sum(a * c for (_, a), c in hist.items()) / n if n else 1.0
+
+
+def profile(scheme, hist: dict, ranks: dict) -> dict:
+    """The simulator's acceptance form for what the engine measured of `scheme`."""
+    if scheme.name == "eagle2":
+        from validation.fit_profiles import fit_confidence
+        tau = mean_tokens(hist)
+        return {"confidence": {"top1_mean": round(fit_confidence(tau, scheme.max_depth, scheme.topk,
+                                                                 scheme.tree_tokens), 4)}}
+    if scheme.name in ("medusa", "eagle") and getattr(scheme, "tree_nodes", None) and ranks:
+        return {"rank_depth": [[round(x, 5) for x in row] for row in rank_rows(ranks, RANKS)]}
+    rates, _ = per_depth_rates(hist)
+    return {"per_depth": [round(r, 5) for r in rates]}
+
+
+def histogram_distance(a: dict[str, int], b: dict[str, int]) -> float:
+    """Total-variation distance between two histograms of accepted drafts per step."""
+    na, nb = sum(a.values()), sum(b.values())
+    if not na or not nb:
+        return float("nan")
+    keys = set(a) | set(b)
+    return 0.5 * sum(abs(a.get(k, 0) / na - b.get(k, 0) / nb) for k in keys)

@@ -1,0 +1,203 @@
+"""Step-time validation (DESIGN.md §8.2): the engine's forward pass, timed over a grid of batch
+size x context x query tokens on random-weight models of real shapes, against the simulator's
+prediction of each point from a measured hardware profile alone.
+
+    python -m validation steptime --out DIR [--hardware PROFILE] [--fit] [--quick]
+
+Grid (per model): decode (1 query token), chain verify K = 1..6 (K+1 tokens), tree verify of 16,
+32 and 63 nodes (an EAGLE-like tree: top-4 at depth 1, then each level expanding its first
+nodes), and prefill chunks, at several batch sizes and contexts. Each point: the median of
+`repeats` timed `Model.forward` calls (after one warm-up), and the simulator's
+`ForwardCost(model, hardware)(work).time + host_time(hardware, batch)` for the same work (query
+tokens, attended pairs, KV read, logits rows: the scheduler's `Batch.aggregates`).
+
+`--fit` tunes eta_compute, eta_memory and launch_us on the even-numbered points (a coarse
+log-grid search minimising the median absolute log error) and reports the error on the odd ones.
+Writes DIR/steptime.json (every point, the error distribution, the fit) and DIR/steptime.png.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import json  # noqa: E402
+import math  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from dataclasses import replace  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+
+from sim import trees as T  # noqa: E402
+from sim.cost import ForwardCost, Work, host_time  # noqa: E402
+from sim.models import model_from_node  # noqa: E402
+from sim.specio import Node  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+# model shapes (a preset cut and scaled so a point takes well under a second on a 2-core CPU)
+MODELS = {
+    "cpu": [("llama-3.2-1b", {"layers": 2, "vocab": 32768}), ("tiny", {})],
+    "gpu": [("llama-3.1-8b", {"layers": 4}), ("tiny", {})],
+}
+
+
+def eagle_tree(nodes: int) -> tuple[int, ...]:
+    """top-4 children of the root, then 4 children under each of the first nodes of every level."""
+    parents: list[int] = [-1] * min(4, nodes)
+    level = list(range(len(parents)))
+    while len(parents) < nodes:
+        nxt = []
+        for p in level:
+            for _ in range(4 if p == level[0] else 2):
+                if len(parents) < nodes:
+                    nxt.append(len(parents))
+                    parents.append(p)
+        level = nxt
+    return tuple(parents)
+
+
+def grid(quick: bool) -> list[dict]:
+    """Points: kind, batch, context, query tokens per sequence (q), drafted tree (parents)."""
+    pts = []
+    batches, contexts = ((1, 4), (128, 1024)) if quick else ((1, 4, 16), (128, 512, 2048))
+    for B in batches:
+        for ctx in contexts:
+            pts.append({"kind": "decode", "batch": B, "context": ctx, "q": 1, "tree": ()})
+            for K in ((2, 5) if quick else range(1, 7)):
+                pts.append({"kind": f"chain{K}", "batch": B, "context": ctx, "q": 1, "tree": T.chain(K)})
+            for n in ((16,) if quick else (16, 32, 63)):
+                if B * n <= 512:
+                    pts.append({"kind": f"tree{n}", "batch": B, "context": ctx, "q": 1, "tree": eagle_tree(n)})
+    for chunk in ((128,) if quick else (64, 256, 512)):
+        pts.append({"kind": f"prefill{chunk}", "batch": 1, "context": 0, "q": chunk, "tree": ()})
+        pts.append({"kind": f"prefill{chunk}", "batch": 1, "context": 512, "q": chunk, "tree": ()})
+    return pts
+
+
+def work_of(p: dict) -> Work:
+    """As sim.scheduler.Batch.aggregates: every sequence samples (logits for the last query token
+    and every node)."""
+    B, ctx, q, tree = p["batch"], p["context"], p["q"], p["tree"]
+    t = len(tree)
+    pairs = q * ctx + q * (q + 1) // 2 + (t * (ctx + q) + sum(T.depths(tree)) if t else 0)
+    return Work(tokens=B * (q + t), seqs=B, pairs=B * pairs, kv_read=B * (ctx + q), lm_tokens=B * (1 + t))
+
+
+def measure(model, p: dict, repeats: int, device: str) -> float:
+    from engine.kv_cache import KVCache
+    from engine.model import SeqQuery, StepBatch
+    B, ctx, q, tree = p["batch"], p["context"], p["q"], p["tree"]
+    per = ctx + q + len(tree)
+    cache = KVCache(model.spec, -(-(B * per) // 16) + 1, 16, device, model.dtype)
+    g = torch.Generator().manual_seed(0)
+    seqs = []
+    for b in range(B):
+        base = b * per
+        toks = torch.randint(0, model.spec.vocab, (q + len(tree),), generator=g).tolist()
+        seqs.append(SeqQuery(tokens=toks[:q], ctx=ctx, index=list(range(base, base + ctx + q)), nodes=toks[q:],
+                             parents=tree, spec_slots=list(range(base + ctx + q, base + per))))
+    step = StepBatch.pack(seqs, device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    model.forward(step, cache)
+    ts = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        model.forward(step, cache)
+        sync()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def predict(spec, hw, p: dict) -> float:
+    return float(ForwardCost(spec, hw)(work_of(p)).time + host_time(hw, p["batch"]))
+
+
+def summary(errs: list[float]) -> dict:
+    a = sorted(abs(e) for e in errs)
+    if not a:
+        return {}
+    return {"points": len(a), "median_abs": a[len(a) // 2], "p90_abs": a[min(len(a) - 1, int(0.9 * len(a)))],
+            "max_abs": a[-1], "median_signed": statistics.median(errs)}
+
+
+def fit(points: list[dict], hw) -> tuple[dict, object]:
+    """eta_compute, eta_memory, launch_us minimising the median |log(pred / measured)| on the points."""
+    best = None
+    for ec in (0.1, 0.15, 0.2, 0.3, 0.45, 0.6, 0.8, 1.0):
+        for em in (0.3, 0.45, 0.6, 0.8, 1.0):
+            for lm in (0.5, 0.7, 0.85, 1.0, 1.2, 1.4, 1.7, 2.0):
+                h = replace(hw, eta_compute=ec, eta_memory=em, launch_s=hw.launch_s * lm)
+                e = statistics.median(abs(math.log(predict(p["spec"], h, p) / p["measured"])) for p in points)
+                if best is None or e < best[0]:
+                    best = (e, {"eta_compute": ec, "eta_memory": em, "launch_us": h.launch_s * 1e6}, h)
+    return best[1], best[2]
+
+
+def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bool = False, repeats: int = 5,
+        progress=print) -> dict:
+    from engine.model import Model
+    from sim.hardware import hardware_from_node
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    hw_path = hardware or ROOT / "traces" / "hardware" / f"{'cpu' if device == 'cpu' else 'gpu'}-measured.yaml"
+    hw = hardware_from_node(Node(str(hw_path), str(hw_path), "hardware"), ROOT)
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    width = 4.0 if device == "cpu" else 2.0
+    points = []
+    for name, changes in MODELS["cpu" if device == "cpu" else "gpu"]:
+        spec = replace(model_from_node(Node(name, "steptime", "model"), ROOT), **changes,
+                       bytes_per_weight=width, bytes_per_kv=width)
+        model = Model.random(spec, seed=0, device=device, dtype=dtype)
+        for p in grid(quick):
+            p = {**p, "model": spec.name if not changes else f"{spec.name}-scaled", "spec": spec}
+            p["measured"] = measure(model, p, repeats, device)
+            p["predicted"] = predict(spec, hw, p)
+            p["error"] = (p["predicted"] - p["measured"]) / p["measured"]
+            points.append(p)
+            progress(f"{p['model']:22} {p['kind']:10} B={p['batch']:<3} ctx={p['context']:<5} "
+                     f"measured {p['measured'] * 1e3:8.2f} ms  predicted {p['predicted'] * 1e3:8.2f} ms  "
+                     f"{p['error']:+.1%}")
+        del model
+    result = {"hardware": str(hw_path), "device": device, "repeats": repeats,
+              "errors": summary([p["error"] for p in points]),
+              "by_kind": {}, "points": []}
+    kinds = sorted({p["kind"].rstrip("0123456789") for p in points})
+    for k in kinds:
+        result["by_kind"][k] = summary([p["error"] for p in points if p["kind"].rstrip("0123456789") == k])
+    if do_fit:
+        train, test = points[0::2], points[1::2]
+        params, h = fit(train, hw)
+        errs = [(predict(p["spec"], h, p) - p["measured"]) / p["measured"] for p in test]
+        result["fit"] = {"params": params, "train_points": len(train), "test": summary(errs)}
+    for p in points:
+        result["points"].append({k: (list(v) if k == "tree" else v) for k, v in p.items() if k != "spec"})
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "steptime.json").write_text(json.dumps(result, indent=1) + "\n")
+    _plot(points, out / "steptime.png")
+    return result
+
+
+def _plot(points: list[dict], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for kind, marker in (("decode", "o"), ("chain", "s"), ("tree", "^"), ("prefill", "D")):
+        sel = [p for p in points if p["kind"].startswith(kind)]
+        if sel:
+            ax.scatter([p["measured"] * 1e3 for p in sel], [p["predicted"] * 1e3 for p in sel], label=kind,
+                       marker=marker, s=18)
+    lo = min(min(p["measured"], p["predicted"]) for p in points) * 1e3 * 0.8
+    hi = max(max(p["measured"], p["predicted"]) for p in points) * 1e3 * 1.25
+    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured step (ms)")
+    ax.set_ylabel("predicted step (ms)")
+    ax.set_title("step time: simulator vs engine")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
