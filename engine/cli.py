@@ -48,6 +48,8 @@ def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, pro
     runs = run_levels(trace, levels, execute, out, progress, report_trace=ran)
     report = rpt.build(ran, runs, producer="engine")
     report["engine"] = {**source.to_dict(), "weight_bytes": model.weight_bytes}
+    if drafters is not None and drafters.draft is not None:  # what a `draft` scheme really ran
+        report["engine"]["draft_model"] = drafters.draft.spec.to_dict()
     if out is not None:
         writing(out, rpt.write, out, report, wall={"started_unix": t0, "elapsed_s": time.time() - t0})
     return report, engine_results

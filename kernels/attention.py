@@ -91,27 +91,35 @@ def _attend(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc
     ts, lens, anc = tree_start.long()[sq], kv_lens.long()[sq], q_anc.long()[idx]
     L = min(int(qp.max()) + 1, kv_slots.shape[1])
     pos = torch.arange(L, device=q.device)[None, :]                          # (1, L)
-    rel = pos - ts[:, None]                                                  # (n, L)
-    in_anc = ((anc[:, None] >> rel.clamp(0, 63)) & 1).bool() & (rel < MAX_TREE_NODES)
-    vis = (pos <= qp[:, None]) & (pos < lens[:, None]) & ((rel < 0) | in_anc)  # (n, L)
+    vis = (pos <= qp[:, None]) & (pos < lens[:, None])                       # (n, L)
+    if bool((ts < L).any()):  # tree nodes: beyond tree_start only the ancestors (bitmask)
+        rel = pos - ts[:, None]
+        in_anc = ((anc[:, None] >> rel.clamp(0, 63)) & 1).bool() & (rel < MAX_TREE_NODES)
+        vis &= (rel < 0) | in_anc
     qf = q[idx].float().view(n, n_kv, G, D)
+    flat_k = k_cache.reshape(k_cache.shape[0], n_kv * D)                     # (S, n_kv D) rows
+    flat_v = v_cache.reshape(v_cache.shape[0], n_kv * D)
+    # positions at or past a sequence's length read its first slot instead (written, so finite:
+    # unwritten slots may hold NaN); they are masked out of the scores below. Per KV head the
+    # gathered keys are a strided matrix BLAS reads as is (no transposed copies).
     if seq is None:
-        slots = torch.where(vis, kv_slots[sq, :L].long(), 0)                # padding is arbitrary
-        k = k_cache[slots].float()                                          # (n, L, n_kv, D)
-        v = v_cache[slots].float().masked_fill_(~vis[:, :, None, None], 0.0)  # unwritten slots may be NaN
-        scores = torch.einsum("nkgd,nlkd->nkgl", qf, k) * scale             # (n, n_kv, G, L)
-    else:
-        written = pos[0] < kv_lens[seq]                                     # (L,)
-        slots = torch.where(written, kv_slots[seq, :L].long(), 0)
-        k = k_cache[slots].float()                                          # (L, n_kv, D)
-        v = v_cache[slots].float().masked_fill_(~written[:, None, None], 0.0)
-        scores = torch.einsum("nkgd,lkd->nkgl", qf, k) * scale              # (n, n_kv, G, L)
-    scores.masked_fill_(~vis[:, None, None, :], float("-inf"))
+        rows = kv_slots[sq, :L].long()                                      # (n, L)
+        rows = torch.where(pos < lens[:, None], rows, rows[:, :1]).reshape(-1)
+        k = flat_k.index_select(0, rows).float().view(n, L, n_kv, D)
+        v = flat_v.index_select(0, rows).float().view(n, L, n_kv, D)
+        scores = torch.stack([torch.bmm(qf[:, h], k[:, :, h].transpose(1, 2)) for h in range(n_kv)], 1)
+    else:  # one gather for all the sequence's queries, then torch's fused attention
+        rows = kv_slots[seq, :L].long()                                     # (L,)
+        rows = torch.where(pos[0] < kv_lens[seq], rows, rows[:1])
+        k = flat_k.index_select(0, rows).float().view(L, n_kv, D).transpose(0, 1)  # (n_kv, L, D)
+        v = flat_v.index_select(0, rows).float().view(L, n_kv, D).transpose(0, 1)
+        o = torch.nn.functional.scaled_dot_product_attention(
+            q[idx].float().transpose(0, 1)[None], k[None], v[None], attn_mask=vis, scale=scale,
+            enable_gqa=G > 1)                                               # (1, H, n, D)
+        return o[0].transpose(0, 1).to(q.dtype)
+    scores.mul_(scale).masked_fill_(~vis[:, None, None, :], float("-inf"))  # (n, n_kv, G, L)
     p = torch.softmax(scores, dim=-1)
-    if seq is None:
-        o = torch.einsum("nkgl,nlkd->nkgd", p, v)                           # (n, n_kv, G, D)
-    else:
-        o = torch.einsum("nkgl,lkd->nkgd", p, v)
+    o = torch.stack([torch.bmm(p[:, h], v[:, :, h]) for h in range(n_kv)], 1)  # (n, n_kv, G, D)
     return o.reshape(n, H, D).to(q.dtype)
 
 

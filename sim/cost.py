@@ -68,6 +68,8 @@ class ForwardCost:
         self.model, self.hw, self.tp, self.lm_head = model, hw, tp, lm_head
         self.fc = hw.peak(compute_dtype(model)) * hw.eta_compute
         self.bw = hw.mem_bw * hw.eta_memory
+        self.kv_bw = self.bw * hw.eta_kv
+        self.m0 = hw.gemm_half_rows
         n = model.layers if layers is None else layers
         self.n_layers = n
         self.moe = min(model.moe_layers, n)
@@ -109,10 +111,18 @@ class ForwardCost:
         # attention: scores and values over the context; KV read once per sequence, new KV written
         n = self.n_layers
         f_attn = self.attn_flops_per_pair * w.pairs
-        b_attn = self.kv_tok * (w.kv_read + tokens) + self.attn_act_per_tok * tokens
-        c_attn, m_attn = f_attn / self.fc, b_attn / self.bw
+        b_kv = self.kv_tok * (w.kv_read + tokens)
+        b_attn = b_kv + self.attn_act_per_tok * tokens
+        c_attn, m_attn = f_attn / self.fc, b_kv / self.kv_bw + self.attn_act_per_tok * tokens / self.bw
         return Cost(time=t + n * _max(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
+
+    def _gemm(self, rows):
+        """Fraction of the compute rate a matmul over `rows` token rows reaches (hardware.gemm_half_rows)."""
+        if not self.m0:
+            return 1.0
+        r = np.maximum(rows, 1) if isinstance(rows, np.ndarray) else max(rows, 1)
+        return r / (r + self.m0)
 
     def _token_part(self, tokens, lm_tokens):
         """Everything but attention: it depends only on the token counts (cached for scalars)."""
@@ -120,7 +130,7 @@ class ForwardCost:
         act = tokens * self.act_per_tok
         f_dense = self.dense_flops_per_tok * tokens
         b_dense = self.dense_weight_bytes + act
-        c_dense, m_dense = f_dense / fc, b_dense / bw
+        c_dense, m_dense = f_dense / (fc * self._gemm(tokens)), b_dense / bw
         dense, moe = self.dense, self.moe
         t = dense * _max(c_dense, m_dense) + self.launch
         flops, nbytes = dense * f_dense, dense * b_dense
@@ -129,7 +139,7 @@ class ForwardCost:
             touched = expected_experts(m.experts, m.active_experts, tokens) + m.shared_experts
             f_moe = self.moe_flops_per_tok * tokens
             b_moe = self.moe_attn_bytes + touched * self.expert_bytes + act
-            c_moe, m_moe = f_moe / fc, b_moe / bw
+            c_moe, m_moe = f_moe / (fc * self._gemm(tokens)), b_moe / bw
             t = t + moe * _max(c_moe, m_moe)
             flops, nbytes = flops + moe * f_moe, nbytes + moe * b_moe
             c_sum, m_sum = c_sum + moe * c_moe, m_sum + moe * m_moe
@@ -138,7 +148,7 @@ class ForwardCost:
         if self.lm_head:  # embedding gather + LM head over the sampled positions
             f_lm = self.lm_flops_per_tok * lm_tokens
             b_lm = self.lm_weight_bytes + self.logit_bytes * lm_tokens + self.embed_bytes_per_tok * tokens
-            c_lm, m_lm = f_lm / fc, b_lm / bw
+            c_lm, m_lm = f_lm / (fc * self._gemm(lm_tokens)), b_lm / bw
             t = t + _max(c_lm, m_lm) + 2 * self.hw.launch_s
             flops, nbytes = flops + f_lm, nbytes + b_lm
             c_sum, m_sum = c_sum + c_lm, m_sum + m_lm

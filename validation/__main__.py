@@ -21,7 +21,12 @@ def main(argv=None) -> int:
     st.add_argument("--fit", action="store_true", help="also fit efficiencies on half the grid, test on the rest")
     st.add_argument("--quick", action="store_true", help="a small grid (CI)")
     st.add_argument("--repeats", type=int, default=5)
+    for sp in (c, st):
+        sp.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     args = ap.parse_args(argv)
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
     if args.cmd == "steptime":
         from validation.steptime import run
         res = run(args.out, args.hardware, args.fit, args.quick, args.repeats)

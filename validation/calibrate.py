@@ -13,7 +13,11 @@ probe alike:
   model's KERNELS_PER_LAYER operations -> `launch_us` (a one-element op is reported beside it);
 - step and per-sequence overhead: the rest of the engine's forward on a tiny model at batch 1 and
   32 (the time that is neither compute nor bandwidth) -> `step_overhead_us`, `seq_overhead_us`;
-- allocator: one page-pool operation of `sim.kv.KVAllocator` -> `alloc_op_us`.
+- allocator: one page-pool operation of `sim.kv.KVAllocator` -> `alloc_op_us`;
+- small matmuls (CPU): a (M x 1024) @ (1024 x 4096) product at M = 16..128 against the GEMM peak
+  -> `gemm_half_rows` M0 (the rate at M rows is peak * M / (M + M0));
+- KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each, K and V
+  bytes / time against the streaming rate -> `eta_kv`.
 On a GPU the same probes run on the device (bf16 GEMM as well) and the file is named after it.
 """
 from __future__ import annotations
@@ -77,7 +81,54 @@ def measure(size_mb: int = 512, gemm_n: int = 1024, repeats: int = 7, device: st
     out |= {f"flops_{k}": 2 * gemm_n**3 / med[f"gemm_{k}"] for k in dtypes}
     out |= step_overheads(device, repeats)
     out["alloc_op_s"] = allocator_op()
+    out["gemm_half_rows"] = gemm_half_rows(out["flops_fp32"], device, repeats) if device == "cpu" else 0.0
+    out["kv_gather_bw"] = kv_gather_bw(device, repeats)
     return out
+
+
+def _median_time(fn, device: str, repeats: int) -> float:
+    sync = _timer(device)
+    fn()
+    ts = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def gemm_half_rows(peak: float, device: str, repeats: int, k: int = 1024, n: int = 4096) -> float:
+    """A matmul over M rows runs at peak * M / (M + M0): M0 = t * peak / (2 k n) - M, the median
+    over M = 16..128 (where the product is compute-bound, not weight-streaming)."""
+    w = torch.randn(n, k, device=device)
+    est = []
+    for m in (16, 32, 64, 128):
+        x = torch.randn(m, k, device=device)
+        t = _median_time(lambda: x @ w.T, device, repeats)
+        est.append(max(0.0, t * peak / (2 * k * n) - m))
+    return statistics.median(est)
+
+
+def kv_gather_bw(device: str, repeats: int, seqs: int = 8, context: int = 1024) -> float:
+    """Bytes of K and V per second the engine's paged attention reads when each of `seqs`
+    sequences decodes one token over `context` keys (8 KV heads of 64, fp32; GQA group 4)."""
+    from kernels import get_ops
+    nkv, d = 8, 64
+    slots = seqs * context
+    k = torch.randn(slots, nkv, d, device=device)
+    v = torch.randn(slots, nkv, d, device=device)
+    q = torch.randn(seqs, 4 * nkv, d, device=device)
+    kv_slots = torch.arange(slots, device=device).view(seqs, context)
+    lens = torch.full((seqs,), context, device=device)
+    qs = torch.arange(seqs, device=device)
+    qp = torch.full((seqs,), context - 1, device=device)
+    ts = torch.full((seqs,), 2**30, device=device)
+    anc = torch.zeros(seqs, dtype=torch.int64, device=device)
+    ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
+    t = _median_time(lambda: ops.paged_attention(q, k, v, kv_slots, lens, qs, qp, ts, anc, 0.125), device, repeats)
+    return 2 * slots * nkv * d * 4 / t
 
 
 def step_overheads(device: str, repeats: int) -> dict:
@@ -129,7 +180,8 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # copy bandwidth {m['copy_bw'] / 1e9:.2f} GB/s (2 x size / time); weight streaming {m['stream_bw'] / 1e9:.2f} GB/s;
 # fp32 GEMM {fp32 * 1e3:.1f} GFLOP/s; one-element op {m['launch_s'] * 1e6:.1f} us; engine host time
 # {m['layer_s'] * 1e6:.0f} us per layer, {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence;
-# allocator op {m['alloc_op_s'] * 1e6:.2f} us.
+# allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
+# paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s.
 description: {name} (measured)
 tflops: {{fp32: {fp32:.5f}, bf16: {bf16:.5f}}}
 memory_tb_s: {peak_bw / 1e12:.6f}
@@ -143,6 +195,8 @@ step_overhead_us: {m['step_s'] * 1e6:.1f}
 seq_overhead_us: {m['seq_s'] * 1e6:.2f}
 alloc_op_us: {m['alloc_op_s'] * 1e6:.3f}
 allreduce_latency_us: 0
+gemm_half_rows: {m['gemm_half_rows']:.2f}
+eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
 """
 
 

@@ -63,8 +63,11 @@ def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measure
     names = {f.name for f in fields(ModelSpec)}
     doc["model"] = {k: v for k, v in engine_report["model"].items() if k in names}
     doc["hardware"] = str(hardware.resolve())
+    draft = engine_report.get("engine", {}).get("draft_model")
     for entry in doc.get("speculation", []):
         label = entry.get("label", entry["scheme"])
+        if entry["scheme"] == "draft" and draft:  # the draft model the engine actually ran
+            entry["draft_model"] = {k: v for k, v in draft.items() if k in names}
         if entry["scheme"] != "none" and label in measured:
             entry["acceptance"] = {"measured": str(measured[label].resolve())}
     doc.pop("engine", None)

@@ -11,8 +11,9 @@ nodes), and prefill chunks, at several batch sizes and contexts. Each point: the
 `ForwardCost(model, hardware)(work).time + host_time(hardware, batch)` for the same work (query
 tokens, attended pairs, KV read, logits rows: the scheduler's `Batch.aggregates`).
 
-`--fit` tunes eta_compute, eta_memory and launch_us on the even-numbered points (a coarse
-log-grid search minimising the median absolute log error) and reports the error on the odd ones.
+`--fit` tunes eta_compute, eta_memory, eta_kv, launch_us, gemm_half_rows and step_overhead_us
+on the even-numbered points (coordinate descent on the median absolute log error) and reports
+the error on the odd ones.
 Writes DIR/steptime.json (every point, the error distribution, the fit) and DIR/steptime.png.
 """
 from __future__ import annotations
@@ -123,17 +124,31 @@ def summary(errs: list[float]) -> dict:
             "max_abs": a[-1], "median_signed": statistics.median(errs)}
 
 
+FIT = ("eta_compute", "eta_memory", "eta_kv", "launch_s", "gemm_half_rows", "step_overhead_s")
+SCALES = (0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0)
+
+
 def fit(points: list[dict], hw) -> tuple[dict, object]:
-    """eta_compute, eta_memory, launch_us minimising the median |log(pred / measured)| on the points."""
-    best = None
-    for ec in (0.1, 0.15, 0.2, 0.3, 0.45, 0.6, 0.8, 1.0):
-        for em in (0.3, 0.45, 0.6, 0.8, 1.0):
-            for lm in (0.5, 0.7, 0.85, 1.0, 1.2, 1.4, 1.7, 2.0):
-                h = replace(hw, eta_compute=ec, eta_memory=em, launch_s=hw.launch_s * lm)
-                e = statistics.median(abs(math.log(predict(p["spec"], h, p) / p["measured"])) for p in points)
-                if best is None or e < best[0]:
-                    best = (e, {"eta_compute": ec, "eta_memory": em, "launch_us": h.launch_s * 1e6}, h)
-    return best[1], best[2]
+    """Coordinate descent over FIT (each scaled by SCALES in turn, efficiencies capped at 1),
+    minimising the median |log(predicted / measured)| over `points`."""
+    def loss(h):
+        return statistics.median(abs(math.log(predict(p["spec"], h, p) / p["measured"])) for p in points)
+
+    best, cur = loss(hw), hw
+    for _ in range(4):
+        for name in FIT:
+            base = getattr(cur, name) or (8.0 if name == "gemm_half_rows" else 0.0)
+            for s in SCALES:
+                v = base * s
+                if name.startswith("eta_"):
+                    v = min(1.0, v)
+                cand = replace(cur, **{name: v})
+                e = loss(cand)
+                if e < best - 1e-9:
+                    best, cur = e, cand
+    params = {k: round(getattr(cur, k), 9) for k in FIT if not k.endswith("_s")}
+    params |= {"launch_us": round(cur.launch_s * 1e6, 3), "step_overhead_us": round(cur.step_overhead_s * 1e6, 1)}
+    return params, cur
 
 
 def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bool = False, repeats: int = 5,
