@@ -2,7 +2,8 @@
 
 `engine.checkpoint` is
 * a trained family name: `tiny` (engine/family: the target trained by engine/train.py on the
-  stdlib + Shakespeare corpus; its drafters are still to be trained). Prompts then come from the
+  stdlib + Shakespeare corpus, its MTP modules, and the drafters engine/train_drafters.py trained
+  against it: EAGLE head, Medusa heads, draft model). Prompts then come from the
   family's committed held-out prompt sets, `engine.prompts: code | text` (default code), or
 * a mapping `{random_shape: <model preset | model file | mapping>, layers: n, hidden: .., heads: ..,
   kv_heads: .., head_dim: .., ffn: .., vocab: .., tied_embeddings: .., seed: ..}`: random weights
@@ -14,7 +15,8 @@
 Random models read prompts from `engine.prompts` (seeded by the trace seed and request id).
 Weights and KV are fp32 on the CPU, bf16 on CUDA.
 `engine.backend`: torch | triton (default: triton on CUDA when installed, torch otherwise);
-`engine.device`: cpu | cuda (default: cuda when a GPU is present, else cpu). The engine ignores
+`engine.device`: cpu | cuda (default: cuda when a GPU is present, else cpu). Random models get
+seeded random drafters of the same shapes (engine/drafting/heads.py). The engine ignores
 `hardware:` except to price steps in the report (the simulator's cost model, for comparison).
 """
 from __future__ import annotations

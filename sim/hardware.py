@@ -32,6 +32,7 @@ class HardwareSpec:
     # GEMMs on CPUs re-stream and pack weights; 0: the plain roofline, as on the GPU presets)
     gemm_half_rows: float = 0.0
     eta_kv: float = 1.0  # achievable fraction of eta_memory when attention reads (gathers) paged KV
+    pass_overhead_s: float = 0.0  # host time of one drafter forward pass beyond its kernels' launches
 
     def peak(self, dtype: str) -> float:
         """Peak dense FLOP/s for a compute dtype, falling back to the next wider supported one."""
@@ -50,7 +51,7 @@ class HardwareSpec:
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
-         "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv")
+         "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us")
 
 
 def preset_names() -> list[str]:
@@ -113,10 +114,11 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         allreduce_latency_s=num("allreduce_latency_us", 1e-6, hi=1e6),
         gemm_half_rows=num("gemm_half_rows", 1.0, hi=1e6),
         eta_kv=num("eta_kv", 1.0, hi=1.0, lo_open=True),
+        pass_overhead_s=num("pass_overhead_us", 1e-6, hi=1e9),
     )
     defaults = dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,
                     step_overhead_s=0.0, seq_overhead_s=0.0, alloc_op_s=0.0, allreduce_latency_s=0.0,
-                    gemm_half_rows=0.0, eta_kv=1.0)
+                    gemm_half_rows=0.0, eta_kv=1.0, pass_overhead_s=0.0)
     for key, value in list(spec.items()):
         if value is None:
             spec[key] = merged.get(key, defaults.get(key))

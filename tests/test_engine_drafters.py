@@ -127,3 +127,13 @@ def test_policies_choose_the_depth(tmp_path):
     table = res["eagle-table"].result.acceptance
     assert {d for d, _ in table} <= {1, 2, 3} and any(d == 1 for d, _ in table) and any(d > 1 for d, _ in table)
     assert res["draft-goodput"].tokens == res["none"].tokens
+
+
+def test_sampled_runs_of_every_scheme_complete(tmp_path):
+    """Temperature 1: sampled chains with q, deterministic trees, Medusa's typical acceptance."""
+    schemes = SCHEMES[1:] + [{"scheme": "medusa", "heads": 3, "typical": True, "label": "medusa-typical",
+                              "acceptance": {"rank_depth": [[0.5, 0.2], [0.4, 0.1], [0.3]]}}]
+    res = run_all(tmp_path, speculation=[{"scheme": "none"}] + schemes,
+                  workload={**BASE["workload"], "temperature": 1.0})
+    for label, r in res.items():
+        assert all(len(t) == s.output for s in r.result.seqs for t in [r.tokens[s.id]]), label

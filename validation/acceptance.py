@@ -11,7 +11,8 @@ For each domain (code, text) and temperature (0, 1) the engine runs, closed loop
    an EAGLE static tree of 32 nodes, and eagle2 (depth 6, top-8, 60 tokens).
 Each run writes `<out>/<label>-<domain>-t<T>.json` (its profile in the simulator's form, the
 histogram of accepted drafts per step, per-rank counts, the sample size) and the command prints a
-table; `<out>/summary.json` collects the tokens per step. At temperature 1 the trees use the
+table; `<out>/summary.json` collects the tokens per step and, at temperature 0, whether each
+scheme emitted exactly the tokens of `none` (`--paging naive` checks the other paging mode). At temperature 1 the trees use the
 temperature-0 ranks (the emitted token at a rejection is a residual sample, not the target's own
 choice, so ranks are only counted at temperature 0).
 """
@@ -49,11 +50,12 @@ def trees(ranks: dict[str, list[list[float]]]) -> list[dict]:
     return out
 
 
-def trace_doc(family: str, domain: str, temperature: float, requests: int, schemes: list[dict], seed: int) -> dict:
+def trace_doc(family: str, domain: str, temperature: float, requests: int, schemes: list[dict], seed: int,
+              paging: str = "indexshare") -> dict:
     return {"version": 1, "name": f"acceptance-{family}-{domain}-t{temperature:g}", "seed": seed, "hardware": "cpu",
             "model": family,
             "serving": {"max_num_seqs": 8, "max_num_batched_tokens": 1024, "page_size": 16, "kv_pages": 1024,
-                        "paging": "indexshare"},
+                        "paging": paging},
             "workload": {"requests": requests, "arrival": {"process": "closed", "concurrency": 4},
                          "prompt_tokens": {"dist": "fixed", "value": 128},
                          "output_tokens": {"dist": "fixed", "value": 64}, "temperature": temperature},
@@ -62,15 +64,17 @@ def trace_doc(family: str, domain: str, temperature: float, requests: int, schem
 
 
 def run(family: str, domain: str, temperature: float, requests: int, schemes: list[dict], work: Path,
-        seed: int) -> dict:
+        seed: int, paging: str = "indexshare") -> dict:
     from engine.cli import run_trace
     from sim.spec import load_trace
 
     work.mkdir(parents=True, exist_ok=True)
     path = work / f"{domain}-t{temperature:g}-{len(schemes)}.yaml"
-    path.write_text(yaml.safe_dump(trace_doc(family, domain, temperature, requests, schemes, seed), sort_keys=False))
+    path.write_text(yaml.safe_dump(trace_doc(family, domain, temperature, requests, schemes, seed, paging),
+                                   sort_keys=False))
     trace = load_trace(path)
     _, results = run_trace(trace, None, progress=False)
+    plain = results["none-open"].tokens
     out = {}
     for scheme in trace.speculation:
         if scheme.name == "none":
@@ -81,7 +85,7 @@ def run(family: str, domain: str, temperature: float, requests: int, schemes: li
         if hist and undrafted > 0:
             deepest = max(d for d, _ in hist)
             hist[(deepest, 0)] = hist.get((deepest, 0), 0) + undrafted
-        out[scheme.label] = {"scheme": scheme, "hist": hist, "ranks": res.ranks}
+        out[scheme.label] = {"scheme": scheme, "hist": hist, "ranks": res.ranks, "same_as_none": res.tokens == plain}
     return out
 
 
@@ -92,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--domains", default="code,text")
     ap.add_argument("--temperatures", default="0,1")
     ap.add_argument("--seed", type=int, default=29)
+    ap.add_argument("--paging", choices=("indexshare", "naive"), default="indexshare")
     ap.add_argument("--out", type=Path, default=None, help="default: traces/measured/<family>")
     args = ap.parse_args(argv)
     out = args.out or ROOT / "traces" / "measured" / args.family
@@ -99,14 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     work = out / ".work"
     summary: dict = {}
     t0 = time.time()
-    print(f"{'label':14} {'domain':6} {'T':>3} {'tok/step':>9} {'steps':>6}  per-depth acceptance", flush=True)
+    print(f"{'label':14} {'domain':6} {'T':>3} {'tok/step':>9} {'steps':>6} {'=none':>5}  per-depth acceptance",
+          flush=True)
     for domain in args.domains.split(","):
         zero_ranks: dict[str, list[list[float]]] = {}
         for temp in (float(t) for t in args.temperatures.split(",")):
-            first = run(args.family, domain, temp, args.requests, CHAINS, work, args.seed)
+            first = run(args.family, domain, temp, args.requests, CHAINS, work, args.seed, args.paging)
             if temp == 0:
                 zero_ranks = {k: rank_rows(v["ranks"], RANKS) for k, v in first.items() if v["ranks"]}
-            second = run(args.family, domain, temp, args.requests, trees(zero_ranks), work, args.seed)
+            second = run(args.family, domain, temp, args.requests, trees(zero_ranks), work, args.seed, args.paging)
             for label, m in {**first, **second}.items():
                 hist, scheme = m["hist"], m["scheme"]
                 tau = mean_tokens(hist)
@@ -117,9 +123,11 @@ def main(argv: list[str] | None = None) -> int:
                        "histogram": {str(k): v for k, v in accepted_histogram(hist).items()},
                        "per_rank_counts": {f"{d}:{r}": n for (d, r), n in sorted(m["ranks"].items())}}
                 (out / f"{label}-{domain}-t{temp:g}.json").write_text(json.dumps(doc, indent=1) + "\n")
+                same = m["same_as_none"] if temp == 0 else None  # sampled runs differ by design
                 summary.setdefault(label, {}).setdefault(domain, {})[f"t{temp:g}"] = {
-                    "tokens_per_step": round(tau, 4), "steps": samples, "per_depth": [round(r, 4) for r in rates]}
-                print(f"{label:14} {domain:6} {temp:>3g} {tau:9.3f} {samples:6d}  "
+                    "tokens_per_step": round(tau, 4), "steps": samples, "per_depth": [round(r, 4) for r in rates],
+                    **({"tokens_equal_none": same} if same is not None else {})}
+                print(f"{label:14} {domain:6} {temp:>3g} {tau:9.3f} {samples:6d} {'-' if same is None else str(same):>5}  "
                       + " ".join(f"{r:.2f}" for r in rates), flush=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"wrote {out} ({time.time() - t0:.0f} s)")

@@ -11,8 +11,10 @@ probe alike:
   runs at the fp32 rate), `eta_compute` 1.0 (the rate is already the achieved one);
 - launch: the engine's host time per layer on a tiny model (1 vs 3 layers), spread over the cost
   model's KERNELS_PER_LAYER operations -> `launch_us` (a one-element op is reported beside it);
-- step and per-sequence overhead: the rest of the engine's forward on a tiny model at batch 1 and
-  32 (the time that is neither compute nor bandwidth) -> `step_overhead_us`, `seq_overhead_us`;
+- step and per-sequence overhead: the engine's whole decode step (schedule, forward, verify,
+  commit) on a 1-layer tiny model at batch 1 and 16, less the per-layer time (the time that is
+  neither compute nor bandwidth) -> `step_overhead_us`, `seq_overhead_us`; a bare forward call
+  less its layer -> `pass_overhead_us` (what each drafter pass adds);
 - allocator: one page-pool operation of `sim.kv.KVAllocator` -> `alloc_op_us`;
 - small matmuls (CPU): a (M x 1024) @ (1024 x 4096) product at M = 16..128 against the GEMM peak
   -> `gemm_half_rows` M0 (the rate at M rows is peak * M / (M + M0));
@@ -132,34 +134,61 @@ def kv_gather_bw(device: str, repeats: int, seqs: int = 8, context: int = 1024) 
 
 
 def step_overheads(device: str, repeats: int) -> dict:
-    """Host time of the engine's forward on a tiny model, where compute and bandwidth are
-    negligible: per layer (1 vs 3 layers), per sequence (batch 1 vs 32), and the rest per step."""
-    from engine.kv_cache import KVCache
+    """Host time of whole engine steps (schedule, forward, verify, commit) on a tiny model, where
+    compute and bandwidth are negligible: per layer (forward, 1 vs 3 layers), per sequence and the
+    rest per step (the median decode step of a closed-loop run at batch 1 and at batch 16)."""
     from engine.model import Model, SeqQuery, StepBatch
-    from sim.models import ModelSpec
+    from engine.kv_cache import KVCache
     sync = _timer(device)
 
-    def step_time(layers: int, batch: int) -> float:
-        spec = ModelSpec(name="probe", layers=layers, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128,
+    def spec(layers: int):
+        from sim.models import ModelSpec
+        return ModelSpec(name="probe", layers=layers, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128,
                          vocab=256, bytes_per_weight=4, bytes_per_kv=4)
-        model = Model.random(spec, seed=0, device=device)
-        cache = KVCache(spec, batch * 2, 16, device)
-        step = StepBatch.pack([SeqQuery(tokens=[b % 256], ctx=8, index=list(range(b * 32, b * 32 + 9)))
-                               for b in range(batch)])
-        model.forward(step, cache)
-        ts = []
-        for _ in range(repeats * 3):
-            sync()
-            t0 = time.perf_counter()
-            model.forward(step, cache)
-            sync()
-            ts.append(time.perf_counter() - t0)
-        return statistics.median(ts)
 
-    one, three, wide = step_time(1, 1), step_time(3, 1), step_time(1, 32)
-    per_layer = max(0.0, (three - one) / 2)
-    per_seq = max(0.0, (wide - one) / 31)
-    return {"layer_s": per_layer, "seq_s": per_seq, "step_s": max(0.0, one - per_layer - per_seq)}
+    def forward_time(layers: int) -> float:
+        model = Model.random(spec(layers), seed=0, device=device)
+        cache = KVCache(model.spec, 2, 16, device)
+        step = StepBatch.pack([SeqQuery(tokens=[1], ctx=8, index=list(range(9)))])
+        return _median_time(lambda: model.forward(step, cache), device, repeats * 3)
+
+    f1 = forward_time(1)
+    per_layer = max(0.0, (forward_time(3) - f1) / 2)
+    one, wide = engine_step(1, device), engine_step(16, device)
+    per_seq = max(0.0, (wide - one) / 15)
+    return {"layer_s": per_layer, "seq_s": per_seq, "step_s": max(0.0, one - per_layer - per_seq),
+            "pass_s": max(0.0, f1 - per_layer)}
+
+
+def engine_step(batch: int, device: str) -> float:
+    """Median decode-step duration of the engine (its own clock) on a 1-layer tiny random model,
+    `batch` sequences decoding 48 tokens each after a 16-token prompt."""
+    import tempfile
+
+    import yaml
+
+    from engine.checkpoint import resolve
+    from engine.runner import run_scheme
+    from sim.spec import load_trace
+    from sim.workload import make_requests
+    doc = {"version": 1, "name": "calibrate-step", "seed": 1, "hardware": "cpu", "model": "tiny",
+           "serving": {"max_num_seqs": batch, "max_num_batched_tokens": 4096, "page_size": 16,
+                       "kv_pages": 64 * batch, "paging": "indexshare"},
+           "workload": {"requests": batch, "arrival": {"process": "closed", "concurrency": batch},
+                        "prompt_tokens": {"dist": "fixed", "value": 16},
+                        "output_tokens": {"dist": "fixed", "value": 48}},
+           "speculation": [{"scheme": "none"}],
+           "engine": {"checkpoint": {"random_shape": "tiny", "layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2,
+                                     "head_dim": 16, "ffn": 128, "vocab": 256}, "device": device}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        trace = load_trace(path)
+    source = resolve(trace)
+    res = run_scheme(trace, trace.speculation[0], make_requests(trace.workload, trace.seed), source.build())
+    cols = res.result.steps.columns()
+    decode = cols["duration"][(cols["batch_size"] == batch) & (cols["prefill_tokens"] == 0)]
+    return float(statistics.median(decode))
 
 
 def allocator_op() -> float:
@@ -179,7 +208,8 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
     return f"""# Measured by `python -m validation.calibrate` ({note}).
 # copy bandwidth {m['copy_bw'] / 1e9:.2f} GB/s (2 x size / time); weight streaming {m['stream_bw'] / 1e9:.2f} GB/s;
 # fp32 GEMM {fp32 * 1e3:.1f} GFLOP/s; one-element op {m['launch_s'] * 1e6:.1f} us; engine host time
-# {m['layer_s'] * 1e6:.0f} us per layer, {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence;
+# {m['layer_s'] * 1e6:.0f} us per layer, {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence,
+# {m['pass_s'] * 1e6:.0f} us per forward pass beyond its layers;
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
 # paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s.
 description: {name} (measured)
@@ -197,6 +227,7 @@ alloc_op_us: {m['alloc_op_s'] * 1e6:.3f}
 allreduce_latency_us: 0
 gemm_half_rows: {m['gemm_half_rows']:.2f}
 eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
+pass_overhead_us: {m['pass_s'] * 1e6:.1f}
 """
 
 

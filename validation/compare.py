@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from sim.models import ModelSpec
+from sim.report import acceptance_entry
 from validation.measure import histogram_distance, per_depth_rates, profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,6 +100,9 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         if counts and undrafted > 0:
             deepest = max(d for d, _ in counts)
             hist[(deepest, 0)] = hist.get((deepest, 0), 0) + undrafted
+            run = next(r for r in engine_report["runs"] if f"{r['label']}-{r['concurrency'] or 'open'}" == tag)
+            if "acceptance" in run:  # compared with the simulator's, which drafts at every step
+                run["acceptance"] = acceptance_entry({**counts, (deepest, 0): counts.get((deepest, 0), 0) + undrafted})
     measured = {}
     schemes = {s.label: s for s in trace.speculation}
     for label, hist in hists.items():

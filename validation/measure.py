@@ -9,7 +9,7 @@ functions over the engine's counts.
 """
 from __future__ import annotations
 
-RANKS = 10  # candidates per drafted node the engine records (engine/drafting: RANKS)
+RANKS = 10  # candidates per drafted node the engine records (engine/drafting/base.py RANKS)
 
 
 def per_depth_rates(hist: dict[tuple[int, int], int]) -> tuple[list[float], int]:

@@ -21,6 +21,8 @@ import torch
 from engine.sampling import warp
 from sim import trees as T
 
+RANKS = 10  # ranked candidates a drafter records per drafted node (per-rank acceptance)
+
 
 @dataclass(frozen=True)
 class DraftPlan:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.drafting.base import DraftPlan, ModelDrafter
+from engine.drafting.base import RANKS, DraftPlan, ModelDrafter
 from engine.drafting.store import DraftCache, Row, pack
 from sim import trees as T
 
@@ -35,6 +35,7 @@ class DraftModelDrafter(ModelDrafter):
         cache.ensure(max(int(i.max()) if i.numel() else 0 for i in idx))
         toks: list[list[int]] = [[] for _ in range(B)]
         probs: list[list[torch.Tensor]] = [[] for _ in range(B)]
+        cands: list[dict[int, list[int]]] = [{} for _ in range(B)]
         live = list(range(B))
         for j in range(1, max(ks) + 1):  # pass j feeds chain node j-1 (x_n first), drafts node j
             rows, ids = [], []
@@ -52,7 +53,9 @@ class DraftModelDrafter(ModelDrafter):
             last = torch.tensor([sp.lstart + int(sp.has_root) for sp in spans], device=ctx.device)
             tok, p = self.pick(logits[last])
             tok = tok.tolist()
+            top = logits[last].topk(min(RANKS, logits.shape[-1]), dim=-1).indices.tolist()
             for r, b in enumerate(live):
+                cands[b][j - 2] = top[r]  # ranked candidates under chain node j-2 (-1: the root)
                 toks[b].append(tok[r])
                 if p is not None:
                     probs[b].append(p[r])
@@ -63,5 +66,5 @@ class DraftModelDrafter(ModelDrafter):
         out = []
         for b in range(B):
             pr = torch.stack(probs[b]) if probs[b] else None
-            out.append(DraftPlan(parents=T.chain(ks[b]), tokens=tuple(toks[b]), probs=pr))
+            out.append(DraftPlan(parents=T.chain(ks[b]), tokens=tuple(toks[b]), probs=pr, cands=cands[b]))
         return out

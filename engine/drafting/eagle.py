@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import torch
 
-from engine.drafting.base import DraftPlan, ModelDrafter
+from engine.drafting.base import RANKS, DraftPlan, ModelDrafter
 from engine.drafting.store import MAX_NODES, DraftCache, Row, pack
 from sim import trees as T
 from sim.errors import SpecError
 
-RANKS = 10  # ranked candidates recorded per expanded node (per-rank acceptance)
 
 
 class Grow:

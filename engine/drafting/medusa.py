@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from engine.drafting.base import DraftPlan, ModelDrafter
+from engine.drafting.base import RANKS, DraftPlan, ModelDrafter
 from sim import trees as T
 from sim.errors import SpecError
 
-RANKS = 10
 
 
 class MedusaDrafter(ModelDrafter):

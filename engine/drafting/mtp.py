@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.drafting.base import DraftPlan, Features, ModelDrafter
+from engine.drafting.base import RANKS, DraftPlan, Features, ModelDrafter
 from engine.drafting.store import DraftCache, Row, pack
 from sim import trees as T
 from sim.errors import SpecError
@@ -51,6 +51,7 @@ class MTPDrafter(ModelDrafter):
         toks: list[list[int]] = [[] for _ in range(B)]
         probs: list[list[torch.Tensor]] = [[] for _ in range(B)]
         spec_prev: list[torch.Tensor | None] = [None] * B
+        cands: list[dict[int, list[int]]] = [{} for _ in range(B)]
         live = [b for b in range(B) if base[b].shape[0] >= 1]
         for k in range(1, max(ks) + 1):
             live = [b for b in live if ks[b] >= k and base[b].shape[0] - k + 1 >= 1]
@@ -76,8 +77,10 @@ class MTPDrafter(ModelDrafter):
                                 device=ctx.device)
             tok, p = self.pick(logits[last])
             tok = tok.tolist()
+            top = logits[last].topk(min(RANKS, logits.shape[-1]), dim=-1).indices.tolist()
             for r, ((b, a, c), sp) in enumerate(zip(meta, spans)):
                 sid = seqs[b].id
+                cands[b][k - 2] = top[r]  # ranked candidates under chain node k-2 (-1: the root)
                 toks[b].append(tok[r])
                 if p is not None:
                     probs[b].append(p[r])
@@ -91,5 +94,5 @@ class MTPDrafter(ModelDrafter):
                 self.done[k - 1][sid] = c
                 prev = self.feats.get(sid) if k == 1 else self.outs[k - 2].get(sid)
                 prev.drop_before(c - 1)
-        return [DraftPlan(parents=T.chain(len(t)), tokens=tuple(t), probs=torch.stack(p) if p else None)
-                if t else None for t, p in zip(toks, probs)]
+        return [DraftPlan(parents=T.chain(len(t)), tokens=tuple(t), probs=torch.stack(p) if p else None, cands=c)
+                if t else None for t, p, c in zip(toks, probs, cands)]
