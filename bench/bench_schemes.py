@@ -15,7 +15,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 

@@ -48,6 +48,18 @@ class HardwareSpec:
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def to_profile(self) -> dict:
+        """The YAML profile form (the units `hardware_from_node` reads)."""
+        us = 1e6
+        return {"description": self.description, "tflops": {d: f / 1e12 for d, f in self.flops.items()},
+                "memory_tb_s": self.mem_bw / 1e12, "memory_gb": self.mem_bytes / 1e9,
+                "interconnect_gb_s": self.link_bw / 1e9, "devices_per_node": self.devices_per_node,
+                "eta_compute": self.eta_compute, "eta_memory": self.eta_memory, "launch_us": self.launch_s * us,
+                "step_overhead_us": self.step_overhead_s * us, "seq_overhead_us": self.seq_overhead_s * us,
+                "alloc_op_us": self.alloc_op_s * us, "allreduce_latency_us": self.allreduce_latency_s * us,
+                "gemm_half_rows": self.gemm_half_rows, "eta_kv": self.eta_kv,
+                "pass_overhead_us": self.pass_overhead_s * us}
+
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",

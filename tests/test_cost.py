@@ -119,3 +119,20 @@ def test_vectorised_and_scalar_pricing_agree():
         one = f(decode(32, c))
         assert vec.time[i] == pytest.approx(one.time, rel=1e-12)
         assert vec.bytes[i] == pytest.approx(one.bytes, rel=1e-12)
+
+
+def test_hardware_profile_round_trips(tmp_path):
+    """HardwareSpec.to_profile writes what hardware_from_node reads back (validation writes fitted profiles)."""
+    import yaml
+    from pathlib import Path
+    from sim.hardware import hardware_from_node
+    from sim.specio import Node
+    root = Path(__file__).resolve().parents[1]
+    h = hardware_from_node(Node("traces/hardware/cpu-measured.yaml", "t", "hardware"), root)
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump(h.to_profile()))
+    h2 = hardware_from_node(Node(str(p), "t", "hardware"), root)
+    for k, v in h.to_dict().items():
+        if isinstance(v, (int, float)):
+            assert v == pytest.approx(h2.to_dict()[k], rel=1e-9), k
+    assert h.flops == pytest.approx(h2.flops, rel=1e-9) and h.description == h2.description

@@ -8,7 +8,6 @@ import copy
 from pathlib import Path
 
 import pytest
-import torch
 
 from engine.checkpoint import resolve
 from engine.drafting.heads import Drafters

@@ -97,8 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--temperatures", default="0,1")
     ap.add_argument("--seed", type=int, default=29)
     ap.add_argument("--paging", choices=("indexshare", "naive"), default="indexshare")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--out", type=Path, default=None, help="default: traces/measured/<family>")
     args = ap.parse_args(argv)
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
     out = args.out or ROOT / "traces" / "measured" / args.family
     out.mkdir(parents=True, exist_ok=True)
     work = out / ".work"

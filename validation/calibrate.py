@@ -139,7 +139,6 @@ def step_overheads(device: str, repeats: int) -> dict:
     rest per step (the median decode step of a closed-loop run at batch 1 and at batch 16)."""
     from engine.model import Model, SeqQuery, StepBatch
     from engine.kv_cache import KVCache
-    sync = _timer(device)
 
     def spec(layers: int):
         from sim.models import ModelSpec

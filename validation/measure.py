@@ -9,6 +9,8 @@ functions over the engine's counts.
 """
 from __future__ import annotations
 
+import math
+
 RANKS = 10  # candidates per drafted node the engine records (engine/drafting/base.py RANKS)
 
 
@@ -58,7 +60,7 @@ def profile(scheme, hist: dict, ranks: dict) -> dict:
         return {"confidence": {"top1_mean": round(fit_confidence(tau, scheme.max_depth, scheme.topk,
                                                                  scheme.tree_tokens), 4)}}
     if scheme.name in ("medusa", "eagle") and getattr(scheme, "tree_nodes", None) and ranks:
-        return {"rank_depth": [[round(x, 5) for x in row] for row in rank_rows(ranks, RANKS)]}
+        return {"rank_depth": [[math.floor(x * 1e5) / 1e5 for x in row] for row in rank_rows(ranks, RANKS)]}
     rates, _ = per_depth_rates(hist)
     return {"per_depth": [round(r, 5) for r in rates]}
 

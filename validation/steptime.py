@@ -14,7 +14,8 @@ tokens, attended pairs, KV read, logits rows: the scheduler's `Batch.aggregates`
 `--fit` tunes eta_compute, eta_memory, eta_kv, launch_us, gemm_half_rows and step_overhead_us
 on the even-numbered points (coordinate descent on the median absolute log error) and reports
 the error on the odd ones.
-Writes DIR/steptime.json (every point, the error distribution, the fit) and DIR/steptime.png.
+Writes DIR/steptime.json (every point, the error distribution, the fit), DIR/steptime.png and,
+with --fit, DIR/fitted-hardware.yaml (the profile with the fitted fields, for `compare --hardware`).
 """
 from __future__ import annotations
 
@@ -186,6 +187,12 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
         params, h = fit(train, hw)
         errs = [(predict(p["spec"], h, p) - p["measured"]) / p["measured"] for p in test]
         result["fit"] = {"params": params, "train_points": len(train), "test": summary(errs)}
+        import yaml
+        fitted = {**h.to_profile(), "description": f"{h.description}, fitted on half the step-time grid"}
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "fitted-hardware.yaml").write_text(
+            f"# {hw_path} with {', '.join(params)} fitted by `python -m validation steptime --fit`\n"
+            + yaml.safe_dump(fitted, sort_keys=False))
     for p in points:
         result["points"].append({k: (list(v) if k == "tree" else v) for k, v in p.items() if k != "spec"})
     out.mkdir(parents=True, exist_ok=True)

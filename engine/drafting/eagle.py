@@ -84,7 +84,7 @@ class EagleDrafter(ModelDrafter):
         return [Grow(hidden[sp.mid - 1], logits[sp.lstart]) for sp in spans]
 
     def _expand(self, idx, grows: list[Grow], todo: dict[int, list[int]]) -> None:
-        """One pass over the nodes todo[b] of each sequence b: their features and logits."""
+        """One pass over the nodes todo[b] of each sequence b: stores their features and logits."""
         rows, hs, ts, order = [], [], [], []
         for b, nodes in todo.items():
             g = grows[b]
@@ -104,7 +104,6 @@ class EagleDrafter(ModelDrafter):
             for k, nid in enumerate(todo[b]):
                 grows[b].feat[nid] = hidden[sp.mid + k]
                 grows[b].logits[nid] = logits[sp.lstart + k]
-        return logits
 
     # ---- trees -------------------------------------------------------------------------------
     def draft(self, seqs, ks):

@@ -14,7 +14,7 @@ A drafted entry at depth d (parents -1 hang off committed entry n-1) sits at RoP
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -53,7 +53,6 @@ class Row:
     parents: Sequence[int] = ()  # drafted entries' tree (-1: child of committed entry n-1)
     slots: Sequence[int] = ()  # their scratch slots
     first_node: int = 0  # drafted entries from here on are queries (earlier ones are in the cache)
-    depths: list[int] = field(default_factory=list)
 
 
 def depths_of(parents: Sequence[int]) -> list[int]:
