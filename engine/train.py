@@ -39,8 +39,28 @@ from engine.target import (FAMILY_DIR, FORMAT, TargetConfig, TargetModel, _from_
 
 # ------------------------------------------------------------------------------------ configs
 
+class Schedule:
+    """Steps and learning rate of a config with batch, seq_len, max_tokens, lr, min_lr_frac and
+    warmup_steps fields (the target's and the drafters' trainers)."""
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch * self.seq_len
+
+    @property
+    def total_steps(self) -> int:
+        return max(1, math.ceil(self.max_tokens / self.tokens_per_step))
+
+    def lr_at(self, step: int) -> float:
+        """Linear warm-up over warmup_steps, then cosine from lr to lr * min_lr_frac at total_steps."""
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        t = min(1.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
+        return self.lr * (self.min_lr_frac + (1 - self.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * t)))
+
+
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Schedule):
     seq_len: int = 256
     batch: int = 16  # windows per step
     max_tokens: int = 24_000_000  # input tokens over the whole run (sets the schedule's length)
@@ -57,20 +77,6 @@ class TrainConfig:
     mix: dict = field(default_factory=lambda: {"code": 0.65, "text": 0.35})
     eval_windows: int = 32  # held-out windows per domain
 
-    @property
-    def tokens_per_step(self) -> int:
-        return self.batch * self.seq_len
-
-    @property
-    def total_steps(self) -> int:
-        return max(1, math.ceil(self.max_tokens / self.tokens_per_step))
-
-    def lr_at(self, step: int) -> float:
-        """Linear warm-up over warmup_steps, then cosine from lr to lr * min_lr_frac at total_steps."""
-        if step < self.warmup_steps:
-            return self.lr * (step + 1) / self.warmup_steps
-        t = min(1.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
-        return self.lr * (self.min_lr_frac + (1 - self.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * t)))
 
 
 # ------------------------------------------------------------------------------------ data

@@ -39,13 +39,13 @@ import torch.nn.functional as F  # noqa: E402
 from engine.corpus import FAMILY_DIR  # noqa: E402
 from engine.drafter_nets import DrafterSet, new_drafters  # noqa: E402
 from engine.target import TargetModel, load_target  # noqa: E402
-from engine.train import Sampler, _atomic_save, eval_windows, token_streams  # noqa: E402
+from engine.train import Sampler, Schedule, _atomic_save, eval_windows, token_streams  # noqa: E402
 
 FORMAT = "specsim-drafter"
 
 
 @dataclass(frozen=True)
-class DrafterTrainConfig:
+class DrafterTrainConfig(Schedule):
     seq_len: int = 256
     batch: int = 16
     max_tokens: int = 6_000_000
@@ -58,20 +58,6 @@ class DrafterTrainConfig:
     medusa_positions: float = 0.5  # fraction of positions Medusa's loss uses
     seed: int = 1
     eval_windows: int = 16
-
-    @property
-    def tokens_per_step(self) -> int:
-        return self.batch * self.seq_len
-
-    @property
-    def total_steps(self) -> int:
-        return max(1, math.ceil(self.max_tokens / self.tokens_per_step))
-
-    def lr_at(self, step: int) -> float:
-        if step < self.warmup_steps:
-            return self.lr * (step + 1) / self.warmup_steps
-        t = min(1.0, (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps))
-        return self.lr * (self.min_lr_frac + (1 - self.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * t)))
 
 
 def soft_ce(logits: torch.Tensor, p: torch.Tensor) -> torch.Tensor:

@@ -86,22 +86,12 @@ def test_drafts_depend_on_the_sequence_alone(tmp_path):
     assert alone == batched
 
 
-def test_a_draft_model_equal_to_the_target_is_always_accepted(tmp_path):
-    trace = load_trace(helpers.write_trace(tmp_path, BASE, speculation=[{"scheme": "draft", "k": 3}]))
-    source = resolve(trace)
-    model = source.build()
-    workload = make_requests(trace.workload, trace.seed)
-    res = run_scheme(trace, trace.speculation[0], workload, model,
-                     drafters=Drafters(eagle=None, medusa=None, draft=copy.copy(model), mtp=[]))
-    counts = res.result.acceptance
-    assert counts and all(acc == depth for (depth, acc) in counts), counts
-
-
-def test_sampled_chains_pass_their_draft_distribution(tmp_path):
-    """At temperature 1 a chain drafter samples from q and hands q to rejection sampling: with
-    the target as its own draft model, p = q, so every draft is accepted."""
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_draft_model_equal_to_the_target_is_always_accepted(tmp_path, temperature):
+    """At temperature 0 its greedy drafts are the target's; at temperature 1 a chain drafter
+    samples from q and hands q to rejection sampling, and with p = q every draft is accepted."""
     trace = load_trace(helpers.write_trace(tmp_path, BASE, speculation=[{"scheme": "draft", "k": 3}],
-                                           workload={**BASE["workload"], "temperature": 1.0}))
+                                           workload={**BASE["workload"], "temperature": temperature}))
     source = resolve(trace)
     model = source.build()
     workload = make_requests(trace.workload, trace.seed)

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from validation.measure import RANKS, accepted_histogram, mean_tokens, per_depth_rates, profile, rank_rows
+from validation.measure import (RANKS, accepted_histogram, drafted_counts, mean_tokens, per_depth_rates, profile,
+                                rank_rows)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAINS = [
@@ -80,11 +81,7 @@ def run(family: str, domain: str, temperature: float, requests: int, schemes: li
         if scheme.name == "none":
             continue
         res = next(r for tag, r in results.items() if tag.rsplit("-", 1)[0] == scheme.label)
-        hist = dict(res.result.acceptance)
-        undrafted = res.result.decode_seq_steps - sum(hist.values())  # e.g. no n-gram match
-        if hist and undrafted > 0:
-            deepest = max(d for d, _ in hist)
-            hist[(deepest, 0)] = hist.get((deepest, 0), 0) + undrafted
+        hist = drafted_counts(res.result)
         out[scheme.label] = {"scheme": scheme, "hist": hist, "ranks": res.ranks, "same_as_none": res.tokens == plain}
     return out
 

@@ -88,7 +88,8 @@ def measure(size_mb: int = 512, gemm_n: int = 1024, repeats: int = 7, device: st
     return out
 
 
-def _median_time(fn, device: str, repeats: int) -> float:
+def median_time(fn, device: str, repeats: int) -> float:
+    """Median seconds of `repeats` calls of fn after one warm-up call (synchronised on a GPU)."""
     sync = _timer(device)
     fn()
     ts = []
@@ -108,7 +109,7 @@ def gemm_half_rows(peak: float, device: str, repeats: int, k: int = 1024, n: int
     est = []
     for m in (16, 32, 64, 128):
         x = torch.randn(m, k, device=device)
-        t = _median_time(lambda: x @ w.T, device, repeats)
+        t = median_time(lambda: x @ w.T, device, repeats)
         est.append(max(0.0, t * peak / (2 * k * n) - m))
     return statistics.median(est)
 
@@ -129,7 +130,7 @@ def kv_gather_bw(device: str, repeats: int, seqs: int = 8, context: int = 1024) 
     ts = torch.full((seqs,), 2**30, device=device)
     anc = torch.zeros(seqs, dtype=torch.int64, device=device)
     ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
-    t = _median_time(lambda: ops.paged_attention(q, k, v, kv_slots, lens, qs, qp, ts, anc, 0.125), device, repeats)
+    t = median_time(lambda: ops.paged_attention(q, k, v, kv_slots, lens, qs, qp, ts, anc, 0.125), device, repeats)
     return 2 * slots * nkv * d * 4 / t
 
 
@@ -149,7 +150,7 @@ def step_overheads(device: str, repeats: int) -> dict:
         model = Model.random(spec(layers), seed=0, device=device)
         cache = KVCache(model.spec, 2, 16, device)
         step = StepBatch.pack([SeqQuery(tokens=[1], ctx=8, index=list(range(9)))])
-        return _median_time(lambda: model.forward(step, cache), device, repeats * 3)
+        return median_time(lambda: model.forward(step, cache), device, repeats * 3)
 
     f1 = forward_time(1)
     per_layer = max(0.0, (forward_time(3) - f1) / 2)

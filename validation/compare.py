@@ -25,7 +25,7 @@ import yaml
 
 from sim.models import ModelSpec
 from sim.report import acceptance_entry
-from validation.measure import histogram_distance, per_depth_rates, profile
+from validation.measure import drafted_counts, histogram_distance, per_depth_rates, profile
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "allocator_ops", "peak_pages")
@@ -91,18 +91,13 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         rk = ranks.setdefault(label, {})
         for key, n in res.ranks.items():
             rk[key] = rk.get(key, 0) + n
-        counts = res.result.acceptance or {}
+        counts = drafted_counts(res.result)
         for key, n in counts.items():
             hist[key] = hist.get(key, 0) + n
-        # decode steps that drafted nothing (prompt lookup found no match) count as a draft
-        # rejected at its first token: the simulator's schemes always draft
-        undrafted = res.result.decode_seq_steps - sum(counts.values())
-        if counts and undrafted > 0:
-            deepest = max(d for d, _ in counts)
-            hist[(deepest, 0)] = hist.get((deepest, 0), 0) + undrafted
+        if counts != (res.result.acceptance or {}):  # compared with the simulator's, which drafts at every step
             run = next(r for r in engine_report["runs"] if f"{r['label']}-{r['concurrency'] or 'open'}" == tag)
-            if "acceptance" in run:  # compared with the simulator's, which drafts at every step
-                run["acceptance"] = acceptance_entry({**counts, (deepest, 0): counts.get((deepest, 0), 0) + undrafted})
+            if "acceptance" in run:
+                run["acceptance"] = acceptance_entry(counts)
     measured = {}
     schemes = {s.label: s for s in trace.speculation}
     for label, hist in hists.items():

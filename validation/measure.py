@@ -26,6 +26,18 @@ def per_depth_rates(hist: dict[tuple[int, int], int]) -> tuple[list[float], int]
     return rates, samples
 
 
+def drafted_counts(result) -> dict[tuple[int, int], int]:
+    """A run's (drafted depth, accepted) counts with every decode step that drafted nothing (no
+    prompt-lookup match) counted as a draft rejected at its first token, since the simulator's
+    schemes draft at every step. `result` is a sim.simulator.RunResult."""
+    counts = dict(result.acceptance or {})
+    undrafted = result.decode_seq_steps - sum(counts.values())
+    if counts and undrafted > 0:
+        deepest = max(d for d, _ in counts)
+        counts[(deepest, 0)] = counts.get((deepest, 0), 0) + undrafted
+    return counts
+
+
 def rank_rows(ranks: dict[tuple[int, int], int], max_rank: int) -> list[list[float]]:
     """rank_depth rows from (depth, rank) counts: row d, column r = P(the target's token is the
     drafter's r-th candidate at depth d | the path above it accepted); rank max_rank = none."""

@@ -26,7 +26,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import json  # noqa: E402
 import math  # noqa: E402
 import statistics  # noqa: E402
-import time  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -90,6 +89,7 @@ def work_of(p: dict) -> Work:
 def measure(model, p: dict, repeats: int, device: str) -> float:
     from engine.kv_cache import KVCache
     from engine.model import SeqQuery, StepBatch
+    from validation.calibrate import median_time
     B, ctx, q, tree = p["batch"], p["context"], p["q"], p["tree"]
     per = ctx + q + len(tree)
     cache = KVCache(model.spec, -(-(B * per) // 16) + 1, 16, device, model.dtype)
@@ -101,16 +101,7 @@ def measure(model, p: dict, repeats: int, device: str) -> float:
         seqs.append(SeqQuery(tokens=toks[:q], ctx=ctx, index=list(range(base, base + ctx + q)), nodes=toks[q:],
                              parents=tree, spec_slots=list(range(base + ctx + q, base + per))))
     step = StepBatch.pack(seqs, device)
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    model.forward(step, cache)
-    ts = []
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        model.forward(step, cache)
-        sync()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    return median_time(lambda: model.forward(step, cache), device, repeats)
 
 
 def predict(spec, hw, p: dict) -> float:

@@ -113,17 +113,18 @@ class EagleDrafter(ModelDrafter):
         if self.dynamic:
             return self._dynamic(idx, grows, ks)
         trees = [self.scheme.tree(k) for k in ks]
+        # per tree, once: node depths, sibling ranks, whether it is a chain, which nodes have children
+        shapes = [(T.depths(t), T.ranks(t), t == T.chain(len(t)), set(t)) for t in trees]
         sampled = self.ctx.temperature > 0
         cands: list[dict[int, list[int]]] = [{} for _ in seqs]  # keyed by tree node
         gids: list[dict[int, int]] = [{-1: -1} for _ in seqs]  # tree node -> node id in its Grow
         for d in range(1, max(ks) + 1):
             todo: dict[int, list[int]] = {}
             for b, (g, tree) in enumerate(zip(grows, trees)):
-                dep = T.depths(tree)
+                dep, ranks, chain, has_children = shapes[b]
                 at = [j for j, dj in enumerate(dep) if dj == d]
                 if not at:
                     continue
-                ranks, chain = T.ranks(tree), tree == T.chain(len(tree))
                 for j in at:
                     p = tree[j]
                     lg = g.logits[gids[b][p]]
@@ -138,7 +139,6 @@ class EagleDrafter(ModelDrafter):
                     else:
                         tok = int(lg.topk(ranks[j] + 1).indices[-1])
                     gids[b][j] = g.add(tok, gids[b][p])
-                has_children = set(tree)
                 expand = [gids[b][j] for j in at if j in has_children]
                 if expand:
                     todo[b] = expand
