@@ -55,11 +55,12 @@ def ancestor_masks(parents: Sequence[int]) -> list[int]:
 # --------------------------------------------------------------------------- torch reference
 
 def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tree_start, q_anc,
-                        scale: float, *, max_elems: int = 1 << 25, bulk: int = 2) -> torch.Tensor:
-    """Mask and softmax in fp32 over each query's keys, gathered via kv_slots. A sequence with at
-    least `bulk` queries in the step (a prefill chunk, a tree) gathers its keys once for all of
-    them; the other queries gather their own, in chunks whose gathered K/V and scores hold about
-    ``max_elems`` floats, each chunk only up to its largest visible position."""
+                        scale: float, *, max_elems: int = 1 << 25, bulk: int = 2, group_max: int = 64) -> torch.Tensor:
+    """Mask and softmax in fp32 over each query's keys, gathered via kv_slots. Sequences with
+    `bulk` to `group_max` queries in the step (chains and trees) share padded fused-attention calls,
+    a few sequences per call; a sequence with more (a prefill chunk) gathers its keys once for all
+    its queries; the other queries (decode) gather their own, in chunks whose gathered K/V and
+    scores hold about ``max_elems`` floats, each chunk only up to its largest visible position."""
     N, H, D = q.shape
     out = torch.empty((N, H, D), dtype=q.dtype, device=q.device)
     if N == 0:
@@ -67,17 +68,82 @@ def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tr
     qs = q_seq.long()
     counts = torch.bincount(qs)
     many = (counts >= bulk).nonzero().flatten().tolist()
-    for b in many:
-        idx = (qs == b).nonzero().flatten()
-        out[idx] = _attend(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale, idx, b)
-    rest = (counts[qs] < bulk).nonzero().flatten() if many else torch.arange(N, device=q.device)
+    group = [b for b in many if counts[b] <= group_max]
     n_kv = k_cache.shape[1]
-    per_query = kv_slots.shape[1] * (2 * n_kv * D + H)
+    L_all = kv_slots.shape[1]
+    per_seq = L_all * 2 * n_kv * D + H * group_max * L_all  # gathered K/V and scores, at most
+    step = max(1, max_elems // max(1, per_seq))
+    for s in range(0, len(group), step):
+        idx, o = _attend_group(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale,
+                               group[s:s + step])
+        out[idx] = o
+    for b in many:
+        if counts[b] > group_max:
+            idx = (qs == b).nonzero().flatten()
+            out[idx] = _attend(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale, idx, b)
+    rest = (counts[qs] < bulk).nonzero().flatten() if many else torch.arange(N, device=q.device)
+    per_query = L_all * (2 * n_kv * D + H)
     chunk = max(1, max_elems // max(1, per_query))
     for s in range(0, len(rest), chunk):
         idx = rest[s:s + chunk]
         out[idx] = _attend(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale, idx, None)
     return out
+
+
+def _visible(pos, qp, lens, ts, anc):
+    """(n, L) bool: query i sees key position pos[0, j] (module docstring's rule). Built as the
+    context before each query's tree (one compare) plus its ancestors' bits scattered into the
+    at most 63 tree positions, so a tree costs (n, 63) bit tests, not (n, L)."""
+    L = pos.shape[1]
+    end = torch.minimum(qp + 1, lens)                                        # (n,) exclusive
+    vis = pos < torch.minimum(end, ts)[:, None]                              # (n, L)
+    rows = ((ts < L) & (ts < end)).nonzero().flatten()                       # (r,) queries in a tree
+    if len(rows):
+        j = torch.arange(MAX_TREE_NODES, device=pos.device)                  # (63,)
+        cols = ts[rows, None] + j                                            # (r, 63)
+        on = ((anc[rows, None] >> j) & 1).bool() & (cols < end[rows, None])   # end <= L: in range
+        vis[rows[:, None].expand_as(cols)[on], cols[on]] = True
+    return vis
+
+
+def _attend_group(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale, seqs):
+    """One fused-attention call for all queries of the sequences `seqs`: keys gathered per
+    sequence up to the group's largest visible position, queries padded to the largest count
+    (a padded row sees key 0 only and is dropped). Returns (query indices (n,), (n, H, D))."""
+    dev = q.device
+    _, H, D = q.shape
+    n_kv = k_cache.shape[1]
+    S = len(seqs)
+    sb = torch.tensor(seqs, device=dev)                                        # (S,)
+    row_of = torch.full((kv_slots.shape[0],), -1, dtype=torch.long, device=dev)
+    row_of[sb] = torch.arange(S, device=dev)
+    g_all = row_of[qs]                                                         # (N,) group row, -1 if none
+    idx = (g_all >= 0).nonzero().flatten()                                     # (n,)
+    g = g_all[idx]                                                             # (n,)
+    cnt = torch.bincount(g, minlength=S)                                       # (S,)
+    order = torch.argsort(g, stable=True)
+    rank = torch.empty_like(g)
+    rank[order] = torch.arange(len(g), device=dev) - (torch.cumsum(cnt, 0) - cnt)[g[order]]  # (n,)
+    qp = q_pos.long()[idx]
+    L = min(int(qp.max()) + 1, kv_slots.shape[1])
+    pos = torch.arange(L, device=dev)[None, :]                                 # (1, L)
+    lens = kv_lens.long()[sb]                                                  # (S,)
+    vis = _visible(pos, qp, lens[g], tree_start.long()[sb][g], q_anc.long()[idx])  # (n, L)
+    rows = kv_slots[sb, :L].long()                                             # (S, L)
+    rows = torch.where(pos < lens[:, None], rows, rows[:, :1]).reshape(-1)
+    k = k_cache.reshape(k_cache.shape[0], n_kv * D).index_select(0, rows).float()
+    v = v_cache.reshape(v_cache.shape[0], n_kv * D).index_select(0, rows).float()
+    k = k.view(S, L, n_kv, D).transpose(1, 2)                                  # (S, n_kv, L, D)
+    v = v.view(S, L, n_kv, D).transpose(1, 2)
+    Qm = int(cnt.max())
+    mask = torch.zeros(S, Qm, L, dtype=torch.bool, device=dev)
+    mask[:, :, 0] = True
+    mask[g, rank] = vis                                                        # (S, Qm, L)
+    qpad = torch.zeros(S, Qm, H, D, dtype=torch.float32, device=dev)
+    qpad[g, rank] = q[idx].float()
+    o = torch.nn.functional.scaled_dot_product_attention(
+        qpad.transpose(1, 2), k, v, attn_mask=mask[:, None], scale=scale, enable_gqa=H > n_kv)  # (S, H, Qm, D)
+    return idx, o.transpose(1, 2)[g, rank].to(q.dtype)
 
 
 def _attend(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale, idx, seq):
@@ -91,11 +157,7 @@ def _attend(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc
     ts, lens, anc = tree_start.long()[sq], kv_lens.long()[sq], q_anc.long()[idx]
     L = min(int(qp.max()) + 1, kv_slots.shape[1])
     pos = torch.arange(L, device=q.device)[None, :]                          # (1, L)
-    vis = (pos <= qp[:, None]) & (pos < lens[:, None])                       # (n, L)
-    if bool((ts < L).any()):  # tree nodes: beyond tree_start only the ancestors (bitmask)
-        rel = pos - ts[:, None]
-        in_anc = ((anc[:, None] >> rel.clamp(0, 63)) & 1).bool() & (rel < MAX_TREE_NODES)
-        vis &= (rel < 0) | in_anc
+    vis = _visible(pos, qp, lens, ts, anc)                                   # (n, L)
     qf = q[idx].float().view(n, n_kv, G, D)
     flat_k = k_cache.reshape(k_cache.shape[0], n_kv * D)                     # (S, n_kv D) rows
     flat_v = v_cache.reshape(v_cache.shape[0], n_kv * D)

@@ -89,12 +89,22 @@ class ForwardCost:
         self.attn_flops_per_pair = m.attn_flops_per_pair / tp
         self.attn_act_per_tok = 2 * m.heads * m.head_dim * ACT_BYTES / tp
         self.launch = n * KERNELS_PER_LAYER * hw.launch_s
+        self.multi_query = n * hw.multi_query_s  # when some sequence has several query tokens
         self.allreduce_per_tok = n * 2 * (2 * (tp - 1) / tp * m.hidden * ACT_BYTES / hw.link_bw) if tp > 1 else 0.0
         self.allreduce_fixed = n * 2 * hw.allreduce_latency_s if tp > 1 else 0.0
         self.lm_flops_per_tok = 2.0 * m.head_params / tp
         self.lm_weight_bytes = m.head_params * m.bytes_per_weight / tp
         self.logit_bytes = m.vocab * LOGIT_BYTES / tp
         self.embed_bytes_per_tok = m.hidden * m.bytes_per_weight
+        # measured per-matrix matmul efficiency (hardware.gemm_rows): [(params, curve)] per layer kind
+        self.curves = None
+        if hw.gemm_rows:
+            attn, ffn, expert = weight_matrices(m, tp)
+            bpw = m.bytes_per_weight
+            self.curves = {"dense": [(p, gemm_curve(hw.gemm_rows, p * bpw)) for p in attn + ffn],
+                           "attn": [(p, gemm_curve(hw.gemm_rows, p * bpw)) for p in attn],
+                           "expert": [(p, gemm_curve(hw.gemm_rows, p * bpw)) for p in expert],
+                           "lm": [(m.head_params / tp, gemm_curve(hw.gemm_rows, self.lm_weight_bytes))]}
         self._parts: dict = {}
 
     def __call__(self, w: Work) -> Cost:
@@ -114,6 +124,8 @@ class ForwardCost:
         b_kv = self.kv_tok * (w.kv_read + tokens)
         b_attn = b_kv + self.attn_act_per_tok * tokens
         c_attn, m_attn = f_attn / self.fc, b_kv / self.kv_bw + self.attn_act_per_tok * tokens / self.bw
+        if self.multi_query:
+            t = t + self.multi_query * (w.tokens > w.seqs)
         return Cost(time=t + n * _max(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
 
@@ -124,13 +136,23 @@ class ForwardCost:
         r = np.maximum(rows, 1) if isinstance(rows, np.ndarray) else max(rows, 1)
         return r / (r + self.m0)
 
+    def _compute(self, flops, rows, kind: str, extra: str | None = None, times: int = 0):
+        """Compute time of `flops` over `rows` token rows: per weight matrix through the measured
+        efficiency curves (kind's matrices, plus `times` x extra's), else at the one-curve rate."""
+        if self.curves is None:
+            return flops / (self.fc * self._gemm(rows))
+        mats = self.curves[kind] + (self.curves[extra] * times if extra else [])
+        r = np.maximum(rows, 1) if isinstance(rows, np.ndarray) else max(rows, 1)
+        t = sum(2.0 * p * r / np.interp(r, at, frac) for p, (at, frac) in mats) / self.fc
+        return t if isinstance(rows, np.ndarray) else float(t)
+
     def _token_part(self, tokens, lm_tokens):
         """Everything but attention: it depends only on the token counts (cached for scalars)."""
         m, fc, bw = self.model, self.fc, self.bw
         act = tokens * self.act_per_tok
         f_dense = self.dense_flops_per_tok * tokens
         b_dense = self.dense_weight_bytes + act
-        c_dense, m_dense = f_dense / (fc * self._gemm(tokens)), b_dense / bw
+        c_dense, m_dense = self._compute(f_dense, tokens, "dense"), b_dense / bw
         dense, moe = self.dense, self.moe
         t = dense * _max(c_dense, m_dense) + self.launch
         flops, nbytes = dense * f_dense, dense * b_dense
@@ -139,7 +161,9 @@ class ForwardCost:
             touched = expected_experts(m.experts, m.active_experts, tokens) + m.shared_experts
             f_moe = self.moe_flops_per_tok * tokens
             b_moe = self.moe_attn_bytes + touched * self.expert_bytes + act
-            c_moe, m_moe = f_moe / (fc * self._gemm(tokens)), b_moe / bw
+            c_moe = (self._compute(f_moe, tokens, "attn", "expert", m.active_experts + m.shared_experts)
+                     if self.curves else f_moe / (fc * self._gemm(tokens)))
+            m_moe = b_moe / bw
             t = t + moe * _max(c_moe, m_moe)
             flops, nbytes = flops + moe * f_moe, nbytes + moe * b_moe
             c_sum, m_sum = c_sum + moe * c_moe, m_sum + moe * m_moe
@@ -148,11 +172,34 @@ class ForwardCost:
         if self.lm_head:  # embedding gather + LM head over the sampled positions
             f_lm = self.lm_flops_per_tok * lm_tokens
             b_lm = self.lm_weight_bytes + self.logit_bytes * lm_tokens + self.embed_bytes_per_tok * tokens
-            c_lm, m_lm = f_lm / (fc * self._gemm(lm_tokens)), b_lm / bw
+            c_lm, m_lm = self._compute(f_lm, lm_tokens, "lm"), b_lm / bw
             t = t + _max(c_lm, m_lm) + 2 * self.hw.launch_s
             flops, nbytes = flops + f_lm, nbytes + b_lm
             c_sum, m_sum = c_sum + c_lm, m_sum + m_lm
         return t, flops, nbytes, c_sum, m_sum
+
+
+def weight_matrices(m: ModelSpec, tp: int) -> tuple[list, list, list]:
+    """Parameters of each weight matrix of one layer as the engine multiplies them (fused QKV,
+    output projection, fused gate-up, down; one expert's gate-up and down), split over tp."""
+    if m.attention == "mla":
+        attn = [m.attn_params]
+    else:
+        attn = [m.hidden * (m.heads + 2 * m.kv_heads) * m.head_dim, m.heads * m.head_dim * m.hidden]
+    ffn = [2 * m.hidden * m.ffn, m.ffn * m.hidden]
+    expert = [2 * m.hidden * m.expert_ffn, m.expert_ffn * m.hidden]
+    return [p / tp for p in attn], [p / tp for p in ffn], [p / tp for p in expert]
+
+
+def gemm_curve(table: tuple, weight_bytes: float) -> tuple[np.ndarray, np.ndarray]:
+    """(rows (points,), fraction (points,)) for a matrix of `weight_bytes`: hardware.gemm_rows'
+    curves blended linearly in log size between the two measured sizes around it."""
+    rows = np.array([r for r, _ in table[0][1]], dtype=float)
+    sizes = np.log([b for b, _ in table])
+    fracs = np.array([[f for _, f in c] for _, c in table])  # (sizes, points)
+    x = np.log(max(weight_bytes, 1.0))
+    frac = np.array([np.interp(x, sizes, fracs[:, j]) for j in range(len(rows))])
+    return rows, frac
 
 
 def forward_cost(model: ModelSpec, hw: HardwareSpec, tp: int, w: Work, layers: int | None = None,

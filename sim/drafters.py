@@ -62,12 +62,13 @@ class PassPricer:
         fwd = self.fwd
         t = f = b = c = m = 0.0
         lines = []
-        t += len(tokens_per_pass) * self.hw.pass_overhead_s  # host time per pass
+        t += len(tokens_per_pass) * (self.hw.pass_overhead_s + n * self.hw.draft_seq_s)  # host time per pass
         for j, tok in enumerate(tokens_per_pass):
             w0 = fwd(Work(tok, n, 0, 0, tok))  # attention with no context: isolates the linear part
             w1 = fwd(Work(tok, n, max(1, tok // max(n, 1)), 1, tok))  # one more key per sequence's query
             base = fwd._token_part(tok, tok)
             t, f, b, c, m = t + base[0], f + base[1], b + base[2], c + base[3], m + base[4]
+            t += fwd.multi_query * (tok > n)  # several query tokens per sequence (a tree level)
             if self.fuse:
                 h = self.spec.hidden
                 fused = linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp)
@@ -90,7 +91,7 @@ class PassPricer:
             if self.fuse:
                 h = self.spec.hidden
                 costs.append(linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp))
-        host = len(tokens_per_pass) * self.hw.pass_overhead_s
+        host = len(tokens_per_pass) * (self.hw.pass_overhead_s + n * self.hw.draft_seq_s)
         return add(*costs, Cost(time=host, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0))
 
     def __call__(self, n: int, ctx_sum: int, tokens_per_pass) -> Cost:
@@ -114,6 +115,6 @@ class PassPricer:
 def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int) -> Cost:
     """K heads in one pass over n last hidden states: each a residual h x h block + its own LM head."""
     h = target.hidden
-    host = Cost(time=hw.pass_overhead_s, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
+    host = Cost(time=hw.pass_overhead_s + n * hw.draft_seq_s, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
     return add(linear_cost(h, h, n, target, hw, tp, count=heads), linear_cost(h, target.vocab, n, target, hw, tp, count=heads),
                host)

@@ -33,6 +33,19 @@ class HardwareSpec:
     gemm_half_rows: float = 0.0
     eta_kv: float = 1.0  # achievable fraction of eta_memory when attention reads (gathers) paged KV
     pass_overhead_s: float = 0.0  # host time of one drafter forward pass beyond its kernels' launches
+    # measured matmul efficiency: ((weight_bytes, ((rows, fraction), ...)), ...), sizes ascending,
+    # every curve on the same rows. A product of an M-row activation with a weight matrix of that
+    # many bytes runs at `fraction` x peak·eta_compute; rows interpolate linearly, sizes in log
+    # space, both held beyond the ends. It replaces gemm_half_rows where a calibration measured
+    # it: CPU BLAS switches kernels with the row count (a 4-row product can cost 1.5x a 3-row one)
+    # and its rate depends on the matrix size (validation/calibrate.py)
+    gemm_rows: tuple = ()
+    # host time per layer that a pass pays when some sequence in it has several query tokens
+    # (verify or prefill), beyond a decode pass's: another attention path (the CPU reference's
+    # padded fused attention; plan/setup of tree-attention kernels on a GPU)
+    multi_query_s: float = 0.0
+    # host time per sequence per drafter pass (building its rows, reading back its drafts)
+    draft_seq_s: float = 0.0
 
     def peak(self, dtype: str) -> float:
         """Peak dense FLOP/s for a compute dtype, falling back to the next wider supported one."""
@@ -51,6 +64,7 @@ class HardwareSpec:
     def to_profile(self) -> dict:
         """The YAML profile form (the units `hardware_from_node` reads)."""
         us = 1e6
+        table = {"gemm_rows": {int(b) // 1024: [list(p) for p in c] for b, c in self.gemm_rows}} if self.gemm_rows else {}
         return {"description": self.description, "tflops": {d: f / 1e12 for d, f in self.flops.items()},
                 "memory_tb_s": self.mem_bw / 1e12, "memory_gb": self.mem_bytes / 1e9,
                 "interconnect_gb_s": self.link_bw / 1e9, "devices_per_node": self.devices_per_node,
@@ -58,12 +72,14 @@ class HardwareSpec:
                 "step_overhead_us": self.step_overhead_s * us, "seq_overhead_us": self.seq_overhead_s * us,
                 "alloc_op_us": self.alloc_op_s * us, "allreduce_latency_us": self.allreduce_latency_s * us,
                 "gemm_half_rows": self.gemm_half_rows, "eta_kv": self.eta_kv,
-                "pass_overhead_us": self.pass_overhead_s * us}
+                "pass_overhead_us": self.pass_overhead_s * us, "multi_query_us": self.multi_query_s * us,
+                "draft_seq_us": self.draft_seq_s * us} | table
 
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
-         "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us")
+         "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us", "gemm_rows",
+         "multi_query_us", "draft_seq_us")
 
 
 def preset_names() -> list[str]:
@@ -127,11 +143,37 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         gemm_half_rows=num("gemm_half_rows", 1.0, hi=1e6),
         eta_kv=num("eta_kv", 1.0, hi=1.0, lo_open=True),
         pass_overhead_s=num("pass_overhead_us", 1e-6, hi=1e9),
+        gemm_rows=_gemm_rows(f["gemm_rows"]) if "gemm_rows" in f else None,
+        multi_query_s=num("multi_query_us", 1e-6, hi=1e9),
+        draft_seq_s=num("draft_seq_us", 1e-6, hi=1e9),
     )
     defaults = dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,
                     step_overhead_s=0.0, seq_overhead_s=0.0, alloc_op_s=0.0, allreduce_latency_s=0.0,
-                    gemm_half_rows=0.0, eta_kv=1.0, pass_overhead_s=0.0)
+                    gemm_half_rows=0.0, eta_kv=1.0, pass_overhead_s=0.0, gemm_rows=(),
+                    multi_query_s=0.0, draft_seq_s=0.0)
     for key, value in list(spec.items()):
         if value is None:
             spec[key] = merged.get(key, defaults.get(key))
     return HardwareSpec(**spec)
+
+
+def _gemm_rows(node: Node) -> tuple:
+    """`gemm_rows: {weight_kib: [[rows, fraction], ...], ...}`: rows ascending and the same in
+    every curve, fractions positive (above 1 where a product beats the square-GEMM peak)."""
+    if not isinstance(node.value, dict) or not node.value:
+        raise node.error("expected a mapping of weight KiB to [[rows, fraction], ...] curves")
+    out = []
+    for key in sorted(node.value, key=lambda k: k if isinstance(k, int) else 0):
+        if not isinstance(key, int) or isinstance(key, bool) or key < 1:
+            raise node.error(f"expected weight sizes in KiB (positive integers) as keys, got {key!r}")
+        curve = []
+        for item in node.child(key).seq(min_len=1):
+            pair = item.seq(min_len=2, max_len=2)
+            rows, frac = pair[0].integer(lo=1, hi=1 << 20), pair[1].number(lo=0, lo_open=True, hi=100.0)
+            if curve and rows <= curve[-1][0]:
+                raise pair[0].error(f"rows must ascend: {rows} follows {curve[-1][0]}")
+            curve.append((rows, frac))
+        if out and [r for r, _ in curve] != [r for r, _ in out[0][1]]:
+            raise node.child(key).error("every curve must be measured at the same rows")
+        out.append((key * 1024, tuple(curve)))
+    return tuple(out)

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from validation.compare import METRICS, compare, errors, per_depth_rates
+from validation.compare import METRICS, compare, errors, median_runs, per_depth_rates
 from tests.helpers import write_trace
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -28,6 +28,16 @@ def test_errors_are_signed_relative():
     err = errors(eng, sim)["runs"][0]["errors"]
     assert err["throughput_tok_s"] == pytest.approx(0.10) and err["steps"] == pytest.approx(-0.10)
     assert set(err) == set(METRICS) and err["peak_pages"] == 0
+
+
+def test_repeated_engine_runs_are_compared_at_their_median():
+    def report(*thr):
+        return {"model": {}, "runs": [{"label": f"s{i}", "summary": {"throughput_tok_s": t}} for i, t in enumerate(thr)]}
+    three = median_runs([report(10.0, 5.0), report(30.0, 4.0), report(20.0, 6.0)])
+    assert [r["summary"]["throughput_tok_s"] for r in three["runs"]] == [20.0, 5.0]
+    assert three["runs"][0]["throughputs"] == [10.0, 30.0, 20.0]
+    two = median_runs([report(10.0), report(30.0)])  # of two, the faster
+    assert two["runs"][0]["summary"]["throughput_tok_s"] == 30.0
 
 
 def test_end_to_end_on_a_tiny_trace(tmp_path):

@@ -136,3 +136,78 @@ def test_hardware_profile_round_trips(tmp_path):
         if isinstance(v, (int, float)):
             assert v == pytest.approx(h2.to_dict()[k], rel=1e-9), k
     assert h.flops == pytest.approx(h2.flops, rel=1e-9) and h.description == h2.description
+
+
+CURVES = {768: [[1, 0.05], [4, 0.1], [16, 0.4]], 65536: [[1, 0.1], [4, 0.2], [16, 0.8]]}
+
+
+def test_measured_matmul_curves_price_each_matrix():
+    """With gemm_rows, each weight matrix computes at its size's fraction of the peak at that many
+    rows: a matrix of exactly a measured size takes that curve, one between two sizes a curve in
+    between (log size), rows interpolate linearly, and both hold beyond the measured ends."""
+    import numpy as np
+    from sim.cost import gemm_curve, weight_matrices
+    table = tuple((kib * 1024, tuple(map(tuple, c))) for kib, c in CURVES.items())
+    rows, frac = gemm_curve(table, 768 * 1024)
+    assert rows.tolist() == [1, 4, 16] and frac.tolist() == pytest.approx([0.05, 0.1, 0.4])
+    assert gemm_curve(table, 1.0)[1].tolist() == pytest.approx([0.05, 0.1, 0.4])       # held below
+    assert gemm_curve(table, 1e12)[1].tolist() == pytest.approx([0.1, 0.2, 0.8])       # held above
+    mid = gemm_curve(table, np.sqrt(768 * 65536) * 1024)[1]                             # halfway in log size
+    assert mid.tolist() == pytest.approx([0.075, 0.15, 0.6])
+    m = model("tiny")
+    hw = device("cpu", gemm_rows=CURVES, launch_us=0.0, eta_compute=1.0)
+    f = ForwardCost(m, hw)
+    peak = hw.peak("fp32")
+    attn, ffn, _ = weight_matrices(m, 1)
+    assert sum(attn) + sum(ffn) == m.attn_params + m.dense_ffn_params
+    for tokens in (1, 4, 10, 64):
+        want = sum(2 * p * tokens / (peak * float(np.interp(tokens, *gemm_curve(table, p * m.bytes_per_weight))))
+                   for p in attn + ffn)
+        assert f._compute(0.0, tokens, "dense") == pytest.approx(want, rel=1e-12)
+    # 4 rows at twice the fraction of 1 row: the same compute time per matrix of the smallest size
+    small = device("cpu", gemm_rows={768: [[1, 0.05], [4, 0.1]]}, launch_us=0.0)
+    g = ForwardCost(m, small)
+    assert g._compute(0.0, 4, "dense") == pytest.approx(2 * g._compute(0.0, 1, "dense"), rel=1e-12)
+
+
+@pytest.mark.parametrize("bad,msg", [({768: [[4, 0.1], [1, 0.2]]}, "rows must ascend"),
+                                     ({768: [[1, 0.1]], 4096: [[2, 0.1]]}, "same rows"),
+                                     ({"big": [[1, 0.1]]}, "KiB"),
+                                     ({768: [[1, 0.0]]}, "0"),
+                                     ([[1, 0.1]], "mapping")])
+def test_bad_matmul_curves_are_rejected(bad, msg):
+    from sim.errors import SpecError
+    with pytest.raises(SpecError, match=msg):
+        device("cpu", gemm_rows=bad)
+
+
+def test_multi_query_host_time_only_when_a_sequence_has_several_queries():
+    m = model("tiny")
+    base, extra = device("cpu"), device("cpu", multi_query_us=300.0)
+    for w, several in ((decode(4, 100), False),
+                       (Work(tokens=12, seqs=4, pairs=1200, kv_read=400, lm_tokens=12), True)):
+        d = ForwardCost(m, extra)(w).time - ForwardCost(m, base)(w).time
+        assert d == pytest.approx(m.layers * 300e-6 if several else 0.0, abs=1e-12)
+
+
+def test_measured_curves_and_multi_query_round_trip(tmp_path):
+    import yaml
+    h = device("cpu", gemm_rows=CURVES, multi_query_us=250.0)
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump(h.to_profile()))
+    h2 = hardware_from_node(Node(str(p), "t", "hardware"), Path("."))
+    assert h2.gemm_rows == h.gemm_rows and h2.multi_query_s == pytest.approx(250e-6)
+
+
+def test_drafter_host_time_per_sequence_per_pass():
+    """draft_seq_us is charged once per sequence per drafter pass (compiled and direct pricing
+    alike) and once per sequence for Medusa's single pass."""
+    from sim.drafters import PassPricer, medusa_cost
+    m = model("tiny")
+    base, extra = device("cpu"), device("cpu", draft_seq_us=100.0)
+    for n, passes in ((1, (1, 1, 1)), (4, (4, 8, 8))):
+        for how in ("__call__", "direct"):
+            d = getattr(PassPricer(m, extra, 1), how)(n, 500, passes).time - getattr(PassPricer(m, base, 1), how)(n, 500, passes).time
+            assert d == pytest.approx(len(passes) * n * 100e-6, rel=1e-9), how
+    d = medusa_cost(m, extra, 1, 4, 3).time - medusa_cost(m, base, 1, 4, 3).time
+    assert d == pytest.approx(3 * 100e-6, rel=1e-9)

@@ -213,11 +213,16 @@ def test_reference_vs_naive(seed, dtype, heads):
     close(out, naive_attention(case), REF_TOL[dtype])
 
 
-def test_reference_chunked_path_matches():
+@pytest.mark.parametrize("opts", [{"max_elems": 20000},          # decode chunks; one sequence per group call
+                                  {"group_max": 4},              # trees and prefill one sequence at a time
+                                  {"bulk": 1000}],               # every query gathers its own keys
+                         ids=["chunked", "per-sequence", "per-query"])
+def test_reference_paths_match(opts):
+    """The padded group path, the per-sequence path and the per-query path agree."""
     case = make_case(big_mixed(random.Random(7)), n_heads=4, n_kv=2, d=8, dtype=torch.float32, seed=7)
     full = paged_attention_ref(*case.args)
-    chunked = paged_attention_ref(*case.args, max_elems=20000)    # about 10 chunks
-    torch.testing.assert_close(chunked, full, atol=1e-6, rtol=1e-6)
+    other = paged_attention_ref(*case.args, **opts)
+    torch.testing.assert_close(other, full, atol=1e-6, rtol=1e-6)
 
 
 def test_tree_with_chain_parents_is_causal():

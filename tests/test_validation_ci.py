@@ -1,15 +1,17 @@
-"""Issue 7's CI form of the validation: calibrate this machine, then run a small trace through the
-engine and the simulator at concurrency 1; the end-to-end errors must stay within stated bounds:
+"""Issue 7's CI form of the validation: `python -m validation compare --calibrate --repeats 3` runs
+a small trace through the engine (three times) and the simulator at concurrency 1, pricing the
+simulator with a profile measured in calibration rounds before, between and after the engine
+runs; each scheme is compared at its median run. The end-to-end errors must stay within stated
+bounds:
 
-* THROUGHPUT_BOUND on each scheme's throughput. On the shared 2-core development VM these errors
-  ranged from -37% to +60% over five runs, mostly the machine itself: a calibration and an engine
-  run minutes apart disagree by up to half (README, "Validation");
+* THROUGHPUT_BOUND on each scheme's throughput. On the shared 2-core development VM, whose speed
+  drifts by a third within minutes, eleven runs of this test with the calibration inside
+  `compare` gave -34% to +34% (a calibration taken apart from the engine runs, as this test did
+  before, gave -37% to +103%);
 * SPEEDUP_BOUND on each speculative scheme's speedup over `none` (its throughput ratio), in
-  which a machine-wide slowdown cancels: within -15% to +30% over the same runs.
+  which a machine-wide slowdown cancels: -23% to +26% over the same runs.
 
-At concurrency 4 the simulator's speculative steps come out 25-120% too fast (the per-sequence
-drafting host time is not charged yet), so CI does not bound it. The project's target is 5%, its
-goal 2%; tighten these as the model improves."""
+The project's target is 5%, its goal 2%; tighten these as the model improves."""
 import json
 import os
 import subprocess
@@ -18,7 +20,7 @@ import sys
 import pytest
 import yaml
 
-THROUGHPUT_BOUND = 1.0
+THROUGHPUT_BOUND = 0.6
 SPEEDUP_BOUND = 0.40
 
 TRACE = {
@@ -36,17 +38,14 @@ TRACE = {
 
 @pytest.mark.slow
 def test_end_to_end_throughput_error_is_bounded(tmp_path):
-    """In fresh interpreters, as a user runs them: `python -m validation.calibrate`, then
-    `python -m validation compare` with that profile (one thread each)."""
-    hw = tmp_path / "cpu-measured.yaml"
+    """In a fresh interpreter, as a user runs it (one thread)."""
     path = tmp_path / "trace.yaml"
     path.write_text(yaml.safe_dump(TRACE))
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
-    for args in (["validation.calibrate", "--out", str(hw), "--repeats", "5", "--threads", "1"],
-                 ["validation", "compare", str(path), "--out", str(tmp_path / "cmp"), "--hardware", str(hw),
-                  "--threads", "1"]):
-        proc = subprocess.run([sys.executable, "-m", *args], env=env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    args = ["validation", "compare", str(path), "--out", str(tmp_path / "cmp"), "--calibrate", "--repeats", "3",
+            "--threads", "1"]
+    proc = subprocess.run([sys.executable, "-m", *args], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
     errs = {(r["label"], r["concurrency"]): r["errors"]["throughput_tok_s"] for r in result["runs"]}
     print(json.dumps({f"{k[0]}@{k[1]}": round(v, 3) for k, v in errs.items()}))

@@ -1,4 +1,5 @@
-"""`python -m validation compare TRACE --out DIR [--hardware PROFILE]` (see validation/compare.py)."""
+"""`python -m validation compare TRACE --out DIR [--hardware PROFILE | --calibrate] [--repeats N]` and
+`python -m validation steptime --out DIR ...` (see validation/compare.py, validation/steptime.py)."""
 import argparse
 import sys
 from pathlib import Path
@@ -15,21 +16,30 @@ def main(argv=None) -> int:
     c.add_argument("trace", type=Path)
     c.add_argument("--out", type=Path, required=True)
     c.add_argument("--hardware", type=Path, default=None, help="measured profile (default traces/hardware/cpu-measured.yaml)")
+    c.add_argument("--repeats", type=int, default=1, help="engine runs of the trace (each run compared at its median)")
+    c.add_argument("--calibrate", action="store_true",
+                   help="measure the profile in calibration rounds interleaved with the engine runs")
     st = sub.add_parser("steptime", help="time the engine's forward over a grid and compare with the simulator")
     st.add_argument("--out", type=Path, required=True)
-    st.add_argument("--hardware", type=Path, default=None, help="measured profile (default traces/hardware/<device>-measured.yaml)")
+    st.add_argument("--hardware", type=Path, default=None,
+                    help="a measured profile (default: calibrate in rounds interleaved with the grid)")
     st.add_argument("--fit", action="store_true", help="also fit efficiencies on half the grid, test on the rest")
     st.add_argument("--quick", action="store_true", help="a small grid (CI)")
-    st.add_argument("--repeats", type=int, default=5)
+    st.add_argument("--repeats", type=int, default=3, help="forward calls per point per pass")
+    st.add_argument("--rounds", type=int, default=3, help="passes over the grid (each point's mean over all kept)")
     for sp in (c, st):
         sp.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     args = ap.parse_args(argv)
+    if args.cmd == "compare" and args.calibrate and args.hardware:
+        ap.error("--calibrate measures the profile; it cannot be given with --hardware")
+    if args.repeats < 1 or getattr(args, "rounds", 1) < 1:
+        ap.error("--repeats and --rounds must be at least 1")
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
     if args.cmd == "steptime":
         from validation.steptime import run
-        res = run(args.out, args.hardware, args.fit, args.quick, args.repeats)
+        res = run(args.out, args.hardware, args.fit, args.quick, args.repeats, rounds=args.rounds)
         e = res["errors"]
         print(f"step time, {e['points']} points: median |error| {e['median_abs']:.1%}, p90 {e['p90_abs']:.1%}, "
               f"max {e['max_abs']:.1%} (median signed {e['median_signed']:+.1%})")
@@ -42,7 +52,8 @@ def main(argv=None) -> int:
         print(f"wrote {args.out / 'steptime.json'}")
         return 0
     try:
-        result = compare(args.trace, args.out, args.hardware, progress=sys.stderr.isatty())
+        result = compare(args.trace, args.out, args.hardware, progress=sys.stderr.isatty(), repeats=args.repeats,
+                         calibrate=args.calibrate)
     except SpecError as exc:
         return fail(exc)
     print_comparison(result)

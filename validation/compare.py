@@ -1,7 +1,13 @@
 """End to end: one trace through the engine and the simulator, and how far apart they are
 (DESIGN.md §8.4): `python -m validation compare traces/x.yaml --out DIR [--hardware PROFILE]`.
 
-1. The engine runs the trace (its report under DIR/engine).
+1. The engine runs the trace (its report under DIR/engine), `--repeats N` times (under
+   DIR/engine/runN); each scheme and concurrency is compared with its median run by throughput
+   (of two, the faster), and every run's throughput is kept in the comparison
+   ("engine_throughputs"). With `--calibrate`, two rounds of validation.calibrate's probes run
+   before each engine run and after the last, and the simulator is priced with the profile
+   those rounds measure (DIR/measured-hardware.yaml): on a host whose speed drifts by a third
+   within minutes, a profile measured at another time mispredicts every scheme alike.
 2. Acceptance the trace leaves out is filled from the engine's own measurement, pooled over the
    scheme's runs (validation/measure.py): per-depth rates a_j = P(accept depth j | drafted to
    depth j, depths < j accepted) for chains, per-rank rates for static trees, a fitted confidence
@@ -28,6 +34,7 @@ from sim.report import acceptance_entry
 from validation.measure import drafted_counts, histogram_distance, per_depth_rates, profile
 
 ROOT = Path(__file__).resolve().parents[1]
+CALIBRATION_ROUNDS = 2  # before each engine run and after the last (--calibrate)
 METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "allocator_ops", "peak_pages")
 
 
@@ -49,6 +56,8 @@ def errors(engine: dict, sim: dict) -> dict:
         err = {k: (ms[k] - me[k]) / me[k] if me[k] else None for k in METRICS}
         entry = {"scheme": r["scheme"], "label": r["label"], "concurrency": r["concurrency"], "errors": err,
                  "engine": me, "sim": ms}
+        if "throughputs" in r:
+            entry["engine_throughputs"] = r["throughputs"]
         ea, sa = r.get("acceptance"), s.get("acceptance")
         if ea and sa:  # the accepted-drafts-per-step distributions
             entry["acceptance"] = {"tv_distance": histogram_distance(ea["histogram"], sa["histogram"]),
@@ -75,29 +84,58 @@ def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measure
     return doc
 
 
-def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress: bool = False) -> dict:
+def median_runs(reports: list[dict]) -> dict:
+    """One engine report from several runs of the same trace: per scheme and concurrency the
+    median run by throughput (of an even number, the faster middle one), each entry noting every
+    run's throughput."""
+    merged = dict(reports[0])
+    runs = []
+    for i in range(len(reports[0]["runs"])):
+        same = [rep["runs"][i] for rep in reports]
+        ranked = sorted(same, key=lambda r: -r["summary"]["throughput_tok_s"])
+        runs.append({**ranked[(len(same) - 1) // 2], "throughputs": [r["summary"]["throughput_tok_s"] for r in same]})
+    merged["runs"] = runs
+    return merged
+
+
+def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress: bool = False,
+            repeats: int = 1, calibrate: bool = False) -> dict:
     from engine.cli import run_trace as engine_run
     from sim.cli import run_trace as sim_run
     from sim.spec import load_trace
+    from validation.calibrate import Calibration, write_profile
 
-    hardware = hardware or ROOT / "traces" / "hardware" / "cpu-measured.yaml"
     trace = load_trace(trace_path)
-    engine_report, results = engine_run(trace, out / "engine", progress=progress)
+    cal = Calibration() if calibrate else None
     hists: dict[str, dict] = {}
     ranks: dict[str, dict] = {}
-    for tag, res in results.items():
-        label = tag.rsplit("-", 1)[0]
-        hist = hists.setdefault(label, {})
-        rk = ranks.setdefault(label, {})
-        for key, n in res.ranks.items():
-            rk[key] = rk.get(key, 0) + n
-        counts = drafted_counts(res.result)
-        for key, n in counts.items():
-            hist[key] = hist.get(key, 0) + n
-        if counts != (res.result.acceptance or {}):  # compared with the simulator's, which drafts at every step
-            run = next(r for r in engine_report["runs"] if f"{r['label']}-{r['concurrency'] or 'open'}" == tag)
-            if "acceptance" in run:
-                run["acceptance"] = acceptance_entry(counts)
+    reports = []
+    for i in range(repeats):
+        for _ in range(CALIBRATION_ROUNDS if cal is not None else 0):
+            cal.round()
+        report, results = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress)
+        reports.append(report)
+        for tag, res in results.items():  # acceptance pooled over every run
+            label = tag.rsplit("-", 1)[0]
+            hist = hists.setdefault(label, {})
+            rk = ranks.setdefault(label, {})
+            for key, n in res.ranks.items():
+                rk[key] = rk.get(key, 0) + n
+            counts = drafted_counts(res.result)
+            for key, n in counts.items():
+                hist[key] = hist.get(key, 0) + n
+            if counts != (res.result.acceptance or {}):  # compared with the simulator's, which drafts at every step
+                run = next(r for r in report["runs"] if f"{r['label']}-{r['concurrency'] or 'open'}" == tag)
+                if "acceptance" in run:
+                    run["acceptance"] = acceptance_entry(counts)
+    engine_report = median_runs(reports)
+    if cal is not None:
+        for _ in range(CALIBRATION_ROUNDS):
+            cal.round()
+        out.mkdir(parents=True, exist_ok=True)
+        hardware = out / "measured-hardware.yaml"
+        hardware.write_text(write_profile(cal.figures(), 512))
+    hardware = hardware or ROOT / "traces" / "hardware" / "cpu-measured.yaml"
     measured = {}
     schemes = {s.label: s for s in trace.speculation}
     for label, hist in hists.items():

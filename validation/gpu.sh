@@ -12,11 +12,11 @@ OUT=${OUT_DIR:-validation/results/gpu}
 mkdir -p "$OUT"
 if [ "${1:-}" = "--cpu" ]; then
   CAL=(--size-mb 32 --gemm 256 --repeats 3)
-  STEP=(--quick --repeats 2)
+  STEP=(--quick --repeats 2 --rounds 1)
   RANDOM_TRACE=traces/engine-tiny.yaml
 else
   CAL=(--size-mb 2048 --gemm 8192 --repeats 9)
-  STEP=(--repeats 7)
+  STEP=(--repeats 5 --rounds 2)
   RANDOM_TRACE=traces/validate-8b-random.yaml
 fi
 HW="$OUT/hardware-measured.yaml"

@@ -2,17 +2,22 @@
 size x context x query tokens on random-weight models of real shapes, against the simulator's
 prediction of each point from a measured hardware profile alone.
 
-    python -m validation steptime --out DIR [--hardware PROFILE] [--fit] [--quick]
+    python -m validation steptime --out DIR [--hardware PROFILE] [--fit] [--quick] [--rounds R]
 
 Grid (per model): decode (1 query token), chain verify K = 1..6 (K+1 tokens), tree verify of 16,
 32 and 63 nodes (an EAGLE-like tree: top-4 at depth 1, then each level expanding its first
-nodes), and prefill chunks, at several batch sizes and contexts. Each point: the median of
-`repeats` timed `Model.forward` calls (after one warm-up), and the simulator's
+nodes), and prefill chunks, at several batch sizes and contexts. The grid is timed in `rounds`
+round-robin passes, a point's time the mean of its `repeats` `Model.forward` calls per pass
+(after one warm-up call) over all passes, as calibration means its probes. Unless `--hardware` names a profile,
+each pass starts with a round of validation.calibrate's probes, and the points are predicted
+from the profile those rounds measure (written to DIR/measured-hardware.yaml): this host's speed
+drifts by a third within minutes, so a profile measured at another time mispredicts every point
+alike (a calibration an hour apart read 0.5 and 1.1 ms per layer). Against that, the simulator's
 `ForwardCost(model, hardware)(work).time + host_time(hardware, batch)` for the same work (query
 tokens, attended pairs, KV read, logits rows: the scheduler's `Batch.aggregates`).
 
-`--fit` tunes eta_compute, eta_memory, eta_kv, launch_us, gemm_half_rows and step_overhead_us
-on the even-numbered points (coordinate descent on the median absolute log error) and reports
+`--fit` tunes eta_compute, eta_memory, eta_kv, launch_us, step_overhead_us, multi_query_us and
+(without measured gemm_rows curves) gemm_half_rows on the even-numbered points (coordinate descent on the median absolute log error) and reports
 the error on the odd ones.
 Writes DIR/steptime.json (every point, the error distribution, the fit), DIR/steptime.png and,
 with --fit, DIR/fitted-hardware.yaml (the profile with the fitted fields, for `compare --hardware`).
@@ -87,9 +92,10 @@ def work_of(p: dict) -> Work:
 
 
 def measure(model, p: dict, repeats: int, device: str) -> float:
+    """Mean seconds of `repeats` forward calls over point p's batch, after a warm-up call."""
     from engine.kv_cache import KVCache
     from engine.model import SeqQuery, StepBatch
-    from validation.calibrate import median_time
+    from validation.calibrate import mean_time
     B, ctx, q, tree = p["batch"], p["context"], p["q"], p["tree"]
     per = ctx + q + len(tree)
     cache = KVCache(model.spec, -(-(B * per) // 16) + 1, 16, device, model.dtype)
@@ -101,7 +107,7 @@ def measure(model, p: dict, repeats: int, device: str) -> float:
         seqs.append(SeqQuery(tokens=toks[:q], ctx=ctx, index=list(range(base, base + ctx + q)), nodes=toks[q:],
                              parents=tree, spec_slots=list(range(base + ctx + q, base + per))))
     step = StepBatch.pack(seqs, device)
-    return median_time(lambda: model.forward(step, cache), device, repeats)
+    return mean_time(lambda: model.forward(step, cache), device, repeats)
 
 
 def predict(spec, hw, p: dict) -> float:
@@ -116,19 +122,21 @@ def summary(errs: list[float]) -> dict:
             "max_abs": a[-1], "median_signed": statistics.median(errs)}
 
 
-FIT = ("eta_compute", "eta_memory", "eta_kv", "launch_s", "gemm_half_rows", "step_overhead_s")
+FIT = ("eta_compute", "eta_memory", "eta_kv", "launch_s", "gemm_half_rows", "step_overhead_s", "multi_query_s")
 SCALES = (0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0)
 
 
 def fit(points: list[dict], hw) -> tuple[dict, object]:
-    """Coordinate descent over FIT (each scaled by SCALES in turn, efficiencies capped at 1),
-    minimising the median |log(predicted / measured)| over `points`."""
+    """Coordinate descent over FIT (each scaled by SCALES in turn, efficiencies capped at 1;
+    gemm_half_rows only where no measured gemm_rows curves replace it), minimising the median
+    |log(predicted / measured)| over `points`."""
+    names = [n for n in FIT if not (n == "gemm_half_rows" and hw.gemm_rows)]
     def loss(h):
         return statistics.median(abs(math.log(predict(p["spec"], h, p) / p["measured"])) for p in points)
 
     best, cur = loss(hw), hw
     for _ in range(4):
-        for name in FIT:
+        for name in names:
             base = getattr(cur, name) or (8.0 if name == "gemm_half_rows" else 0.0)
             for s in SCALES:
                 v = base * s
@@ -138,36 +146,49 @@ def fit(points: list[dict], hw) -> tuple[dict, object]:
                 e = loss(cand)
                 if e < best - 1e-9:
                     best, cur = e, cand
-    params = {k: round(getattr(cur, k), 9) for k in FIT if not k.endswith("_s")}
-    params |= {"launch_us": round(cur.launch_s * 1e6, 3), "step_overhead_us": round(cur.step_overhead_s * 1e6, 1)}
+    params = {k: round(getattr(cur, k), 9) for k in names if not k.endswith("_s")}
+    params |= {k[:-2] + "_us": round(getattr(cur, k) * 1e6, 3) for k in names if k.endswith("_s")}
     return params, cur
 
 
-def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bool = False, repeats: int = 5,
-        progress=print) -> dict:
+def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bool = False, repeats: int = 3,
+        progress=print, rounds: int = 3, size_mb: int = 512) -> dict:
     from engine.model import Model
     from sim.hardware import hardware_from_node
+    from validation.calibrate import Calibration, write_profile
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    hw_path = hardware or ROOT / "traces" / "hardware" / f"{'cpu' if device == 'cpu' else 'gpu'}-measured.yaml"
-    hw = hardware_from_node(Node(str(hw_path), str(hw_path), "hardware"), ROOT)
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     width = 4.0 if device == "cpu" else 2.0
-    points = []
+    cal = None if hardware else Calibration(size_mb, device=device)
+    models, points = [], []
     for name, changes in MODELS["cpu" if device == "cpu" else "gpu"]:
         spec = replace(model_from_node(Node(name, "steptime", "model"), ROOT), **changes,
                        bytes_per_weight=width, bytes_per_kv=width)
-        model = Model.random(spec, seed=0, device=device, dtype=dtype)
+        models.append(Model.random(spec, seed=0, device=device, dtype=dtype))
         for p in grid(quick):
-            p = {**p, "model": spec.name if not changes else f"{spec.name}-scaled", "spec": spec}
-            p["measured"] = measure(model, p, repeats, device)
-            p["predicted"] = predict(spec, hw, p)
-            p["error"] = (p["predicted"] - p["measured"]) / p["measured"]
-            points.append(p)
-            progress(f"{p['model']:22} {p['kind']:10} B={p['batch']:<3} ctx={p['context']:<5} "
-                     f"measured {p['measured'] * 1e3:8.2f} ms  predicted {p['predicted'] * 1e3:8.2f} ms  "
-                     f"{p['error']:+.1%}")
-        del model
-    result = {"hardware": str(hw_path), "device": device, "repeats": repeats,
+            points.append({**p, "model": spec.name if not changes else f"{spec.name}-scaled", "spec": spec,
+                           "net": len(models) - 1, "samples": []})
+    for r in range(rounds):
+        if cal is not None:
+            cal.round()
+        for p in points:
+            p["samples"].append(measure(models[p["net"]], p, repeats, device))
+        progress(f"pass {r + 1}/{rounds} timed ({len(points)} points)")
+    del models
+    hw_path = hardware
+    if cal is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        hw_path = out / "measured-hardware.yaml"
+        hw_path.write_text(write_profile(cal.figures(), size_mb))
+    hw = hardware_from_node(Node(str(hw_path), str(hw_path), "hardware"), ROOT)
+    for p in points:
+        p["measured"] = statistics.mean(p.pop("samples"))
+        p["predicted"] = predict(p["spec"], hw, p)
+        p["error"] = (p["predicted"] - p["measured"]) / p["measured"]
+        progress(f"{p['model']:22} {p['kind']:10} B={p['batch']:<3} ctx={p['context']:<5} "
+                 f"measured {p['measured'] * 1e3:8.2f} ms  predicted {p['predicted'] * 1e3:8.2f} ms  "
+                 f"{p['error']:+.1%}")
+    result = {"hardware": str(hw_path), "device": device, "repeats": repeats, "rounds": rounds,
               "errors": summary([p["error"] for p in points]),
               "by_kind": {}, "points": []}
     kinds = sorted({p["kind"].rstrip("0123456789") for p in points})
@@ -185,7 +206,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
             f"# {hw_path} with {', '.join(params)} fitted by `python -m validation steptime --fit`\n"
             + yaml.safe_dump(fitted, sort_keys=False))
     for p in points:
-        result["points"].append({k: (list(v) if k == "tree" else v) for k, v in p.items() if k != "spec"})
+        result["points"].append({k: (list(v) if k == "tree" else v) for k, v in p.items() if k not in ("spec", "net")})
     out.mkdir(parents=True, exist_ok=True)
     (out / "steptime.json").write_text(json.dumps(result, indent=1) + "\n")
     _plot(points, out / "steptime.png")
