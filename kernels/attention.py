@@ -57,9 +57,9 @@ def ancestor_masks(parents: Sequence[int]) -> list[int]:
 def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tree_start, q_anc,
                         scale: float, *, max_elems: int = 1 << 25, bulk: int = 2, group_max: int = 64) -> torch.Tensor:
     """Mask and softmax in fp32 over each query's keys, gathered via kv_slots. Sequences with
-    `bulk` to `group_max` queries in the step (chains and trees) share padded fused-attention calls,
-    a few sequences per call; a sequence with more (a prefill chunk) gathers its keys once for all
-    its queries; the other queries (decode) gather their own, in chunks whose gathered K/V and
+    `bulk` to `group_max` queries in the step (chains and trees), when there are several, share
+    padded fused-attention calls, a few sequences per call; any other sequence with `bulk` or more
+    (a prefill chunk, a lone tree) gathers its keys once for all its queries; the other queries (decode) gather their own, in chunks whose gathered K/V and
     scores hold about ``max_elems`` floats, each chunk only up to its largest visible position."""
     N, H, D = q.shape
     out = torch.empty((N, H, D), dtype=q.dtype, device=q.device)
@@ -69,6 +69,8 @@ def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tr
     counts = torch.bincount(qs)
     many = (counts >= bulk).nonzero().flatten().tolist()
     group = [b for b in many if counts[b] <= group_max]
+    if len(group) == 1:  # one sequence: its own call, without the padding bookkeeping
+        group = []
     n_kv = k_cache.shape[1]
     L_all = kv_slots.shape[1]
     per_seq = L_all * 2 * n_kv * D + H * group_max * L_all  # gathered K/V and scores, at most
@@ -78,7 +80,7 @@ def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tr
                                group[s:s + step])
         out[idx] = o
     for b in many:
-        if counts[b] > group_max:
+        if b not in group:
             idx = (qs == b).nonzero().flatten()
             out[idx] = _attend(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale, idx, b)
     rest = (counts[qs] < bulk).nonzero().flatten() if many else torch.arange(N, device=q.device)
