@@ -5,7 +5,7 @@ runs; each scheme is compared at its median run. The end-to-end errors must stay
 bounds:
 
 * THROUGHPUT_BOUND on each scheme's throughput. On the shared 2-core development VM, whose speed
-  drifts by a third within minutes, eleven runs of this test with the calibration inside
+  drifts by a third within minutes, ten runs of this test with the calibration inside
   `compare` gave -34% to +34% (a calibration taken apart from the engine runs, as this test did
   before, gave -37% to +103%);
 * SPEEDUP_BOUND on each speculative scheme's speedup over `none` (its throughput ratio), in
