@@ -59,8 +59,9 @@ def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tr
     """Mask and softmax in fp32 over each query's keys, gathered via kv_slots. Sequences with
     `bulk` to `group_max` queries in the step (chains and trees), when there are several, share
     padded fused-attention calls, a few sequences per call; any other sequence with `bulk` or more
-    (a prefill chunk, a lone tree) gathers its keys once for all its queries; the other queries (decode) gather their own, in chunks whose gathered K/V and
-    scores hold about ``max_elems`` floats, each chunk only up to its largest visible position."""
+    (a prefill chunk, a lone tree) gathers its keys once for all its queries; the other queries
+    (decode) gather their own, in chunks whose gathered K/V and scores hold about ``max_elems``
+    floats, each chunk only up to its largest visible position."""
     N, H, D = q.shape
     out = torch.empty((N, H, D), dtype=q.dtype, device=q.device)
     if N == 0:
@@ -79,8 +80,9 @@ def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tr
         idx, o = _attend_group(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale,
                                group[s:s + step])
         out[idx] = o
+    grouped = set(group)
     for b in many:
-        if b not in group:
+        if b not in grouped:
             idx = (qs == b).nonzero().flatten()
             out[idx] = _attend(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale, idx, b)
     rest = (counts[qs] < bulk).nonzero().flatten() if many else torch.arange(N, device=q.device)
@@ -96,16 +98,26 @@ def _visible(pos, qp, lens, ts, anc):
     """(n, L) bool: query i sees key position pos[0, j] (module docstring's rule). Built as the
     context before each query's tree (one compare) plus its ancestors' bits scattered into the
     at most 63 tree positions, so a tree costs (n, 63) bit tests, not (n, L)."""
-    L = pos.shape[1]
-    end = torch.minimum(qp + 1, lens)                                        # (n,) exclusive
+    end = torch.minimum(qp + 1, lens)                                        # (n,) exclusive, <= L
     vis = pos < torch.minimum(end, ts)[:, None]                              # (n, L)
-    rows = ((ts < L) & (ts < end)).nonzero().flatten()                       # (r,) queries in a tree
+    rows = (ts < end).nonzero().flatten()                                    # (r,) queries in a tree
     if len(rows):
         j = torch.arange(MAX_TREE_NODES, device=pos.device)                  # (63,)
         cols = ts[rows, None] + j                                            # (r, 63)
-        on = ((anc[rows, None] >> j) & 1).bool() & (cols < end[rows, None])   # end <= L: in range
+        on = ((anc[rows, None] >> j) & 1).bool() & (cols < end[rows, None])   # so cols < L
         vis[rows[:, None].expand_as(cols)[on], cols[on]] = True
     return vis
+
+
+def _gather_kv(k_cache, v_cache, slots, pos, lens):
+    """K and V of `slots` (..., L) as fp32 (..., L, n_kv, D). Positions at or past a sequence's
+    length `lens` (...,) read its first slot instead (written, so finite: unwritten slots may hold
+    NaN); callers mask them out."""
+    S, n_kv, D = k_cache.shape
+    rows = torch.where(pos < lens[..., None], slots, slots[..., :1]).reshape(-1)
+    k = k_cache.reshape(S, n_kv * D).index_select(0, rows).float()
+    v = v_cache.reshape(S, n_kv * D).index_select(0, rows).float()
+    return k.view(*slots.shape, n_kv, D), v.view(*slots.shape, n_kv, D)
 
 
 def _attend_group(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc, scale, seqs):
@@ -131,12 +143,8 @@ def _attend_group(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start,
     pos = torch.arange(L, device=dev)[None, :]                                 # (1, L)
     lens = kv_lens.long()[sb]                                                  # (S,)
     vis = _visible(pos, qp, lens[g], tree_start.long()[sb][g], q_anc.long()[idx])  # (n, L)
-    rows = kv_slots[sb, :L].long()                                             # (S, L)
-    rows = torch.where(pos < lens[:, None], rows, rows[:, :1]).reshape(-1)
-    k = k_cache.reshape(k_cache.shape[0], n_kv * D).index_select(0, rows).float()
-    v = v_cache.reshape(v_cache.shape[0], n_kv * D).index_select(0, rows).float()
-    k = k.view(S, L, n_kv, D).transpose(1, 2)                                  # (S, n_kv, L, D)
-    v = v.view(S, L, n_kv, D).transpose(1, 2)
+    k, v = _gather_kv(k_cache, v_cache, kv_slots[sb, :L].long(), pos, lens)   # (S, L, n_kv, D)
+    k, v = k.transpose(1, 2), v.transpose(1, 2)                                # (S, n_kv, L, D)
     Qm = int(cnt.max())
     mask = torch.zeros(S, Qm, L, dtype=torch.bool, device=dev)
     mask[:, :, 0] = True
@@ -161,22 +169,13 @@ def _attend(q, k_cache, v_cache, kv_slots, kv_lens, qs, q_pos, tree_start, q_anc
     pos = torch.arange(L, device=q.device)[None, :]                          # (1, L)
     vis = _visible(pos, qp, lens, ts, anc)                                   # (n, L)
     qf = q[idx].float().view(n, n_kv, G, D)
-    flat_k = k_cache.reshape(k_cache.shape[0], n_kv * D)                     # (S, n_kv D) rows
-    flat_v = v_cache.reshape(v_cache.shape[0], n_kv * D)
-    # positions at or past a sequence's length read its first slot instead (written, so finite:
-    # unwritten slots may hold NaN); they are masked out of the scores below. Per KV head the
-    # gathered keys are a strided matrix BLAS reads as is (no transposed copies).
+    # per KV head the gathered keys are a strided matrix BLAS reads as is (no transposed copies)
     if seq is None:
-        rows = kv_slots[sq, :L].long()                                      # (n, L)
-        rows = torch.where(pos < lens[:, None], rows, rows[:, :1]).reshape(-1)
-        k = flat_k.index_select(0, rows).float().view(n, L, n_kv, D)
-        v = flat_v.index_select(0, rows).float().view(n, L, n_kv, D)
+        k, v = _gather_kv(k_cache, v_cache, kv_slots[sq, :L].long(), pos, lens)  # (n, L, n_kv, D)
         scores = torch.stack([torch.bmm(qf[:, h], k[:, :, h].transpose(1, 2)) for h in range(n_kv)], 1)
     else:  # one gather for all the sequence's queries, then torch's fused attention
-        rows = kv_slots[seq, :L].long()                                     # (L,)
-        rows = torch.where(pos[0] < kv_lens[seq], rows, rows[:1])
-        k = flat_k.index_select(0, rows).float().view(L, n_kv, D).transpose(0, 1)  # (n_kv, L, D)
-        v = flat_v.index_select(0, rows).float().view(L, n_kv, D).transpose(0, 1)
+        k, v = _gather_kv(k_cache, v_cache, kv_slots[seq, :L].long(), pos[0], kv_lens[seq].long())
+        k, v = k.transpose(0, 1), v.transpose(0, 1)                         # (n_kv, L, D)
         o = torch.nn.functional.scaled_dot_product_attention(
             q[idx].float().transpose(0, 1)[None], k[None], v[None], attn_mask=vis, scale=scale,
             enable_gqa=G > 1)                                               # (1, H, n, D)

@@ -99,11 +99,9 @@ class ForwardCost:
         # measured per-matrix matmul efficiency (hardware.gemm_rows): [(params, curve)] per layer kind
         self.curves = None
         if hw.gemm_rows:
-            attn, ffn, expert = weight_matrices(m, tp)
-            bpw = m.bytes_per_weight
-            self.curves = {"dense": [(p, gemm_curve(hw.gemm_rows, p * bpw)) for p in attn + ffn],
-                           "attn": [(p, gemm_curve(hw.gemm_rows, p * bpw)) for p in attn],
-                           "expert": [(p, gemm_curve(hw.gemm_rows, p * bpw)) for p in expert],
+            attn, ffn, expert = ([(p, gemm_curve(hw.gemm_rows, p * m.bytes_per_weight)) for p in mats]
+                                 for mats in weight_matrices(m, tp))
+            self.curves = {"dense": attn + ffn, "attn": attn, "expert": expert,
                            "lm": [(m.head_params / tp, gemm_curve(hw.gemm_rows, self.lm_weight_bytes))]}
         self._parts: dict = {}
 
@@ -129,26 +127,20 @@ class ForwardCost:
         return Cost(time=t + n * _max(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
 
-    def _gemm(self, rows):
-        """Fraction of the compute rate a matmul over `rows` token rows reaches (hardware.gemm_half_rows)."""
-        if not self.m0:
-            return 1.0
-        r = np.maximum(rows, 1) if isinstance(rows, np.ndarray) else max(rows, 1)
-        return r / (r + self.m0)
-
     def _compute(self, flops, rows, kind: str, extra: str | None = None, times: int = 0):
         """Compute time of `flops` over `rows` token rows: per weight matrix through the measured
-        efficiency curves (kind's matrices, plus `times` x extra's), else at the one-curve rate."""
-        if self.curves is None:
-            return flops / (self.fc * self._gemm(rows))
-        mats = self.curves[kind] + (self.curves[extra] * times if extra else [])
+        efficiency curves (kind's matrices, plus `times` x extra's; `flops` is then theirs), else
+        at rows / (rows + gemm_half_rows) of the compute rate (the plain rate when that is 0)."""
         r = np.maximum(rows, 1) if isinstance(rows, np.ndarray) else max(rows, 1)
+        if self.curves is None:
+            return flops / self.fc * ((r + self.m0) / r if self.m0 else 1.0)
+        mats = self.curves[kind] + (self.curves[extra] * times if extra else [])
         t = sum(2.0 * p * r / np.interp(r, at, frac) for p, (at, frac) in mats) / self.fc
         return t if isinstance(rows, np.ndarray) else float(t)
 
     def _token_part(self, tokens, lm_tokens):
         """Everything but attention: it depends only on the token counts (cached for scalars)."""
-        m, fc, bw = self.model, self.fc, self.bw
+        m, bw = self.model, self.bw
         act = tokens * self.act_per_tok
         f_dense = self.dense_flops_per_tok * tokens
         b_dense = self.dense_weight_bytes + act
@@ -161,8 +153,7 @@ class ForwardCost:
             touched = expected_experts(m.experts, m.active_experts, tokens) + m.shared_experts
             f_moe = self.moe_flops_per_tok * tokens
             b_moe = self.moe_attn_bytes + touched * self.expert_bytes + act
-            c_moe = (self._compute(f_moe, tokens, "attn", "expert", m.active_experts + m.shared_experts)
-                     if self.curves else f_moe / (fc * self._gemm(tokens)))
+            c_moe = self._compute(f_moe, tokens, "attn", "expert", m.active_experts + m.shared_experts)
             m_moe = b_moe / bw
             t = t + moe * _max(c_moe, m_moe)
             flops, nbytes = flops + moe * f_moe, nbytes + moe * b_moe

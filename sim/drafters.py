@@ -43,6 +43,11 @@ def add(*costs: Cost) -> Cost:
                 memory_time=sum(c.memory_time for c in costs))
 
 
+def drafter_host_time(hw: HardwareSpec, n: int, passes: int) -> float:
+    """Host time of `passes` drafter passes over n sequences: per pass, and per sequence per pass."""
+    return passes * (hw.pass_overhead_s + n * hw.draft_seq_s)
+
+
 class PassPricer:
     """Prices sequential drafter passes: pass j runs `tokens[j]` tokens for n sequences whose
     drafter context is Σctx + (j+1)·n (each pass appends one position per sequence).
@@ -62,7 +67,7 @@ class PassPricer:
         fwd = self.fwd
         t = f = b = c = m = 0.0
         lines = []
-        t += len(tokens_per_pass) * (self.hw.pass_overhead_s + n * self.hw.draft_seq_s)  # host time per pass
+        t += drafter_host_time(self.hw, n, len(tokens_per_pass))
         for j, tok in enumerate(tokens_per_pass):
             w0 = fwd(Work(tok, n, 0, 0, tok))  # attention with no context: isolates the linear part
             w1 = fwd(Work(tok, n, max(1, tok // max(n, 1)), 1, tok))  # one more key per sequence's query
@@ -91,7 +96,7 @@ class PassPricer:
             if self.fuse:
                 h = self.spec.hidden
                 costs.append(linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp))
-        host = len(tokens_per_pass) * (self.hw.pass_overhead_s + n * self.hw.draft_seq_s)
+        host = drafter_host_time(self.hw, n, len(tokens_per_pass))
         return add(*costs, Cost(time=host, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0))
 
     def __call__(self, n: int, ctx_sum: int, tokens_per_pass) -> Cost:
@@ -115,6 +120,6 @@ class PassPricer:
 def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int) -> Cost:
     """K heads in one pass over n last hidden states: each a residual h x h block + its own LM head."""
     h = target.hidden
-    host = Cost(time=hw.pass_overhead_s + n * hw.draft_seq_s, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
+    host = Cost(time=drafter_host_time(hw, n, 1), flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
     return add(linear_cost(h, h, n, target, hw, tp, count=heads), linear_cost(h, target.vocab, n, target, hw, tp, count=heads),
                host)

@@ -78,8 +78,8 @@ class HardwareSpec:
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
-         "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us", "gemm_rows",
-         "multi_query_us", "draft_seq_us")
+         "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
+         "gemm_rows", "multi_query_us", "draft_seq_us")
 
 
 def preset_names() -> list[str]:

@@ -72,7 +72,7 @@ class Calibration:
     drifting host. Sizes are parameters so a test can run the CPU form small."""
 
     def __init__(self, size_mb: int = 512, gemm_n: int = 1024, device: str = "cpu"):
-        self.device, self.gemm_n = device, gemm_n
+        self.size_mb, self.gemm_n = size_mb, gemm_n
         n = size_mb * 2**20 // 4
         src = torch.ones(n, device=device)
         dst = torch.empty_like(src)
@@ -304,7 +304,7 @@ def _gemm_rows_yaml(table: dict | None) -> str:
 
 
 def write_profile(m: dict, size_mb: int) -> str:
-    """The profile YAML of figures `m` measured on this machine."""
+    """The profile YAML of figures `m` measured on this machine with `size_mb` MB probes."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     name = torch.cuda.get_device_name() if device == "cuda" else f"{os.cpu_count()}-core CPU"
     mem = (torch.cuda.get_device_properties(0).total_memory if device == "cuda"

@@ -111,8 +111,9 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     ranks: dict[str, dict] = {}
     reports = []
     for i in range(repeats):
-        for _ in range(CALIBRATION_ROUNDS if cal is not None else 0):
-            cal.round()
+        if cal is not None:
+            for _ in range(CALIBRATION_ROUNDS):
+                cal.round()
         report, results = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress)
         reports.append(report)
         for tag, res in results.items():  # acceptance pooled over every run
@@ -134,7 +135,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
             cal.round()
         out.mkdir(parents=True, exist_ok=True)
         hardware = out / "measured-hardware.yaml"
-        hardware.write_text(write_profile(cal.figures(), 512))
+        hardware.write_text(write_profile(cal.figures(), cal.size_mb))
     hardware = hardware or ROOT / "traces" / "hardware" / "cpu-measured.yaml"
     measured = {}
     schemes = {s.label: s for s in trace.speculation}

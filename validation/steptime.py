@@ -8,8 +8,9 @@ Grid (per model): decode (1 query token), chain verify K = 1..6 (K+1 tokens), tr
 32 and 63 nodes (an EAGLE-like tree: top-4 at depth 1, then each level expanding its first
 nodes), and prefill chunks, at several batch sizes and contexts. The grid is timed in `rounds`
 round-robin passes, a point's time the mean of its `repeats` `Model.forward` calls per pass
-(after one warm-up call) over all passes, as calibration means its probes. Unless `--hardware` names a profile,
-each pass starts with a round of validation.calibrate's probes, and the points are predicted
+(after one warm-up call) over all passes, as calibration means its probes. Unless `--hardware`
+names a profile, each pass starts with a round of validation.calibrate's probes, and the points
+are predicted
 from the profile those rounds measure (written to DIR/measured-hardware.yaml): this host's speed
 drifts by a third within minutes, so a profile measured at another time mispredicts every point
 alike (a calibration an hour apart read 0.5 and 1.1 ms per layer). Against that, the simulator's
@@ -17,8 +18,8 @@ alike (a calibration an hour apart read 0.5 and 1.1 ms per layer). Against that,
 tokens, attended pairs, KV read, logits rows: the scheduler's `Batch.aggregates`).
 
 `--fit` tunes eta_compute, eta_memory, eta_kv, launch_us, step_overhead_us, multi_query_us and
-(without measured gemm_rows curves) gemm_half_rows on the even-numbered points (coordinate descent on the median absolute log error) and reports
-the error on the odd ones.
+(without measured gemm_rows curves) gemm_half_rows on the even-numbered points (coordinate descent
+on the median absolute log error) and reports the error on the odd ones.
 Writes DIR/steptime.json (every point, the error distribution, the fit), DIR/steptime.png and,
 with --fit, DIR/fitted-hardware.yaml (the profile with the fitted fields, for `compare --hardware`).
 """
@@ -131,6 +132,7 @@ def fit(points: list[dict], hw) -> tuple[dict, object]:
     gemm_half_rows only where no measured gemm_rows curves replace it), minimising the median
     |log(predicted / measured)| over `points`."""
     names = [n for n in FIT if not (n == "gemm_half_rows" and hw.gemm_rows)]
+
     def loss(h):
         return statistics.median(abs(math.log(predict(p["spec"], h, p) / p["measured"])) for p in points)
 
@@ -160,6 +162,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     width = 4.0 if device == "cpu" else 2.0
     cal = None if hardware else Calibration(size_mb, device=device)
+    out.mkdir(parents=True, exist_ok=True)
     models, points = [], []
     for name, changes in MODELS["cpu" if device == "cpu" else "gpu"]:
         spec = replace(model_from_node(Node(name, "steptime", "model"), ROOT), **changes,
@@ -177,9 +180,8 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     del models
     hw_path = hardware
     if cal is not None:
-        out.mkdir(parents=True, exist_ok=True)
         hw_path = out / "measured-hardware.yaml"
-        hw_path.write_text(write_profile(cal.figures(), size_mb))
+        hw_path.write_text(write_profile(cal.figures(), cal.size_mb))
     hw = hardware_from_node(Node(str(hw_path), str(hw_path), "hardware"), ROOT)
     for p in points:
         p["measured"] = statistics.mean(p.pop("samples"))
@@ -201,13 +203,11 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
         result["fit"] = {"params": params, "train_points": len(train), "test": summary(errs)}
         import yaml
         fitted = {**h.to_profile(), "description": f"{h.description}, fitted on half the step-time grid"}
-        out.mkdir(parents=True, exist_ok=True)
         (out / "fitted-hardware.yaml").write_text(
             f"# {hw_path} with {', '.join(params)} fitted by `python -m validation steptime --fit`\n"
             + yaml.safe_dump(fitted, sort_keys=False))
     for p in points:
         result["points"].append({k: (list(v) if k == "tree" else v) for k, v in p.items() if k not in ("spec", "net")})
-    out.mkdir(parents=True, exist_ok=True)
     (out / "steptime.json").write_text(json.dumps(result, indent=1) + "\n")
     _plot(points, out / "steptime.png")
     return result
