@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 
 from engine.checkpoint import resolve
@@ -24,9 +25,10 @@ from sim.spec import TraceSpec, load_trace
 
 
 def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, progress: bool = True,
-) -> tuple[dict, dict[str, EngineResult]]:
+              between: Callable[[], None] | None = None) -> tuple[dict, dict[str, EngineResult]]:
     """Run every scheme (at every sweep concurrency, or open-loop) and write the report; returns
-    (report, {run tag: EngineResult})."""
+    (report, {run tag: EngineResult}). `between` runs before each scheme's run (validation's
+    calibration probes, spread over the engine's minutes)."""
     check_schemes(trace)
     source = resolve(trace)
     model = source.build()
@@ -37,6 +39,8 @@ def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, pro
     engine_results: dict[str, EngineResult] = {}
 
     def execute(scheme, workload, tag, on_progress):
+        if between is not None:
+            between()
         res = engine_results[tag] = run_scheme(ran, scheme, workload, model, progress=on_progress, prompts=source.prompts,
                                                  drafters=drafters)
         if out is not None and save_tokens:

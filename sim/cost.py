@@ -1,6 +1,10 @@
 """Roofline step cost (DESIGN.md §3): each operation costs max(FLOPs / (peak·η_c), bytes / (BW·η_m))
-plus its launches; a step sums its layers, the LM head, tensor-parallel all-reduces, host overhead,
-allocator operations and KV copies.
+plus its launches (attention computes at η_attn of the compute rate; on a profile with
+`attn_dense`, the CPU reference, it costs the sum of the two roofs, since it gathers the paged
+keys first and then computes, and its products cover each sequence's queries x gathered keys;
+where a profile measured `elementwise_ns`, a layer's unfused elementwise passes add their time
+per activation element); a step sums its layers, the LM head, tensor-parallel all-reduces, host
+overhead, allocator operations and KV copies.
 
 Every function takes per-step aggregates that may be Python numbers or numpy arrays of shape
 (steps,), so one call prices a single step or a run of k steps with the same arithmetic.
@@ -69,6 +73,8 @@ class ForwardCost:
         self.fc = hw.peak(compute_dtype(model)) * hw.eta_compute
         self.bw = hw.mem_bw * hw.eta_memory
         self.kv_bw = self.bw * hw.eta_kv
+        self.attn_fc = self.fc * hw.eta_attn
+        self.attn_dense = hw.attn_dense
         self.m0 = hw.gemm_half_rows
         n = model.layers if layers is None else layers
         self.n_layers = n
@@ -89,7 +95,10 @@ class ForwardCost:
         self.attn_flops_per_pair = m.attn_flops_per_pair / tp
         self.attn_act_per_tok = 2 * m.heads * m.head_dim * ACT_BYTES / tp
         self.launch = n * KERNELS_PER_LAYER * hw.launch_s
+        dense_el, moe_el = elementwise_elems(m)
+        self.elementwise = (self.dense * dense_el + self.moe * moe_el) / tp * hw.elementwise_s  # per token
         self.multi_query = n * hw.multi_query_s  # when some sequence has several query tokens
+        self.batch_query = n * hw.batch_query_s  # and more when several sequences may have (seqs > 1)
         self.allreduce_per_tok = n * 2 * (2 * (tp - 1) / tp * m.hidden * ACT_BYTES / hw.link_bw) if tp > 1 else 0.0
         self.allreduce_fixed = n * 2 * hw.allreduce_latency_s if tp > 1 else 0.0
         self.lm_flops_per_tok = 2.0 * m.head_params / tp
@@ -119,13 +128,27 @@ class ForwardCost:
         # attention: scores and values over the context; KV read once per sequence, new KV written
         n = self.n_layers
         f_attn = self.attn_flops_per_pair * w.pairs
+        # dense: every query of a sequence against all its gathered keys (as many as kv_read /
+        # seqs on average), where that exceeds the visible pairs (a prefill chunk's causal half)
+        run = self.attn_flops_per_pair * _max(w.pairs, tokens * w.kv_read / w.seqs) if self.attn_dense else f_attn
         b_kv = self.kv_tok * (w.kv_read + tokens)
         b_attn = b_kv + self.attn_act_per_tok * tokens
-        c_attn, m_attn = f_attn / self.fc, b_kv / self.kv_bw + self.attn_act_per_tok * tokens / self.bw
-        if self.multi_query:
-            t = t + self.multi_query * (w.tokens > w.seqs)
-        return Cost(time=t + n * _max(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
+        c_attn, m_attn = run / self.attn_fc, b_kv / self.kv_bw + self.attn_act_per_tok * tokens / self.bw
+        if self.multi_query or self.batch_query:
+            t = t + self.query_host(w.tokens, w.seqs)
+        return Cost(time=t + n * self.attention(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
+
+    def query_host(self, tokens, seqs):
+        """Host time of a pass in which some sequence has several query tokens (tokens > seqs),
+        more when there are several sequences (which may all have)."""
+        several = tokens > seqs
+        return self.multi_query * several + self.batch_query * (several & (seqs > 1))
+
+    def attention(self, c_attn, m_attn):
+        """Time of attention's compute and memory roofs: their sum where reads precede products
+        (hardware.attn_dense), else the larger."""
+        return c_attn + m_attn if self.attn_dense else _max(c_attn, m_attn)
 
     def _compute(self, flops, rows, kind: str, extra: str | None = None, times: int = 0):
         """Compute time of `flops` over `rows` token rows: per weight matrix through the measured
@@ -146,7 +169,7 @@ class ForwardCost:
         b_dense = self.dense_weight_bytes + act
         c_dense, m_dense = self._compute(f_dense, tokens, "dense"), b_dense / bw
         dense, moe = self.dense, self.moe
-        t = dense * _max(c_dense, m_dense) + self.launch
+        t = dense * _max(c_dense, m_dense) + self.launch + self.elementwise * tokens
         flops, nbytes = dense * f_dense, dense * b_dense
         c_sum, m_sum = dense * c_dense, dense * m_dense
         if moe:  # FLOPs of the active experts, bytes of the experts actually touched
@@ -168,6 +191,14 @@ class ForwardCost:
             flops, nbytes = flops + f_lm, nbytes + b_lm
             c_sum, m_sum = c_sum + c_lm, m_sum + m_lm
         return t, flops, nbytes, c_sum, m_sum
+
+
+def elementwise_elems(m: ModelSpec) -> tuple[float, float]:
+    """Activation elements per token that one layer's elementwise passes touch (two norms and
+    two residual adds over the hidden state, rotary embedding and layout copies of q and k, the
+    gate's activation and product): (dense layer, MoE layer with its active and shared experts)."""
+    common = 4 * m.hidden + 2 * (m.heads + 2 * m.kv_heads) * m.head_dim
+    return common + 2 * m.ffn, common + 2 * (m.active_experts + m.shared_experts) * m.expert_ffn
 
 
 def weight_matrices(m: ModelSpec, tp: int) -> tuple[list, list, list]:

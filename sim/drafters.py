@@ -63,7 +63,7 @@ class PassPricer:
 
     def _compile(self, n: int, tokens_per_pass: tuple[int, ...]) -> tuple:
         """(fixed Cost of all passes, [(c0, c1, m0, m1, f0, f1, b0, b1) per pass]) such that pass j's
-        attention at Σctx = x costs max(c0 + c1·x, m0 + m1·x) seconds, f0 + f1·x FLOPs, b0 + b1·x bytes."""
+        attention at Σctx = x costs max(c0 + c1·x, m0 + m1·x) seconds (their sum: attn_dense), f0 + f1·x FLOPs, b0 + b1·x bytes."""
         fwd = self.fwd
         t = f = b = c = m = 0.0
         lines = []
@@ -73,7 +73,7 @@ class PassPricer:
             w1 = fwd(Work(tok, n, max(1, tok // max(n, 1)), 1, tok))  # one more key per sequence's query
             base = fwd._token_part(tok, tok)
             t, f, b, c, m = t + base[0], f + base[1], b + base[2], c + base[3], m + base[4]
-            t += fwd.multi_query * (tok > n)  # several query tokens per sequence (a tree level)
+            t += fwd.query_host(tok, n)  # several query tokens per sequence (a tree level)
             if self.fuse:
                 h = self.spec.hidden
                 fused = linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp)
@@ -107,9 +107,10 @@ class PassPricer:
         fixed, lines = comp
         t, f, b, c, m = fixed
         x = ctx_sum
+        attention = self.fwd.attention
         for c0, c1, m0, m1, f0, f1, b0, b1 in lines:
             ca, ma = c0 + c1 * x, m0 + m1 * x
-            t += ca if ca > ma else ma
+            t += attention(ca, ma)
             f += f0 + f1 * x
             b += b0 + b1 * x
             c += ca

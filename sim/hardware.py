@@ -44,8 +44,23 @@ class HardwareSpec:
     # (verify or prefill), beyond a decode pass's: another attention path (the CPU reference's
     # padded fused attention; plan/setup of tree-attention kernels on a GPU)
     multi_query_s: float = 0.0
+    # host time per layer beyond multi_query_s when several sequences have several query tokens
+    # (a batch of chains or trees: the CPU reference's padded fused-attention path)
+    batch_query_s: float = 0.0
     # host time per sequence per drafter pass (building its rows, reading back its drafts)
     draft_seq_s: float = 0.0
+    # attention's score and value products reach eta_attn x peak·eta_compute (fused GPU kernels: 1;
+    # the CPU reference's masked products over gathered keys run well below its GEMM rate)
+    eta_attn: float = 1.0
+    # attention as the CPU reference runs it: it gathers each sequence's paged K/V into a dense
+    # copy, then multiplies every query of the sequence with all of it (masked products
+    # included): its time is the sum of the two roofs, not their max, and its products cover
+    # queries x gathered keys (a prefill chunk's causal half too), not only the visible pairs
+    attn_dense: bool = False
+    # time per activation element of a layer's unfused elementwise passes (norms, rotary
+    # embedding, gating, residual adds: sim.cost.elementwise_elems per token), added to the
+    # layer's matmuls; 0 where those passes are fused or hide under the roofline (the GPU presets)
+    elementwise_s: float = 0.0
 
     def peak(self, dtype: str) -> float:
         """Peak dense FLOP/s for a compute dtype, falling back to the next wider supported one."""
@@ -73,13 +88,16 @@ class HardwareSpec:
                 "alloc_op_us": self.alloc_op_s * us, "allreduce_latency_us": self.allreduce_latency_s * us,
                 "gemm_half_rows": self.gemm_half_rows, "eta_kv": self.eta_kv,
                 "pass_overhead_us": self.pass_overhead_s * us, "multi_query_us": self.multi_query_s * us,
-                "draft_seq_us": self.draft_seq_s * us} | table
+                "batch_query_us": self.batch_query_s * us,
+                "draft_seq_us": self.draft_seq_s * us, "eta_attn": self.eta_attn,
+                "attn_dense": self.attn_dense, "elementwise_ns": self.elementwise_s * 1e9} | table
 
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
-         "gemm_rows", "multi_query_us", "draft_seq_us")
+         "gemm_rows", "multi_query_us", "batch_query_us", "draft_seq_us", "eta_attn", "attn_dense",
+         "elementwise_ns")
 
 
 def preset_names() -> list[str]:
@@ -145,12 +163,17 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         pass_overhead_s=num("pass_overhead_us", 1e-6, hi=1e9),
         gemm_rows=_gemm_rows(f["gemm_rows"]) if "gemm_rows" in f else None,
         multi_query_s=num("multi_query_us", 1e-6, hi=1e9),
+        batch_query_s=num("batch_query_us", 1e-6, hi=1e9),
         draft_seq_s=num("draft_seq_us", 1e-6, hi=1e9),
+        eta_attn=num("eta_attn", 1.0, hi=1.0, lo_open=True),
+        attn_dense=f["attn_dense"].boolean() if "attn_dense" in f else None,
+        elementwise_s=num("elementwise_ns", 1e-9, hi=1e6),
     )
     defaults = dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,
                     step_overhead_s=0.0, seq_overhead_s=0.0, alloc_op_s=0.0, allreduce_latency_s=0.0,
                     gemm_half_rows=0.0, eta_kv=1.0, pass_overhead_s=0.0, gemm_rows=(),
-                    multi_query_s=0.0, draft_seq_s=0.0)
+                    multi_query_s=0.0, batch_query_s=0.0, draft_seq_s=0.0, eta_attn=1.0, attn_dense=False,
+                    elementwise_s=0.0)
     for key, value in list(spec.items()):
         if value is None:
             spec[key] = merged.get(key, defaults.get(key))

@@ -17,6 +17,7 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
                 "multi_query_s", "draft_seq_s"):
         assert m[key] >= 0, key
     assert m["rounds"] == 2
+    assert 0 < m["eta_attn"] <= 1 and m["attn_dense"] is True and 1e-11 < m["elementwise_s"] < 1e-7
     # matmul curves at the small form's two sizes (32, 128 KiB) and rows 1, 4, 16: positive rates
     assert sorted(m["gemm_rows"]) == [32, 128]
     assert all([r for r, _ in c] == [1, 4, 16] and all(f > 0 for _, f in c) for c in m["gemm_rows"].values())
@@ -28,6 +29,8 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     assert hw.mem_bw * hw.eta_memory == pytest.approx(m["stream_bw"], rel=1e-3)
     assert hw.step_overhead_s == pytest.approx(m["step_s"], rel=1e-2, abs=1e-7)
     assert hw.draft_seq_s == pytest.approx(m["draft_seq_s"], rel=1e-2, abs=1e-7)
+    assert hw.eta_attn == pytest.approx(m["eta_attn"], abs=1e-4) and hw.attn_dense
+    assert hw.elementwise_s == pytest.approx(m["elementwise_s"], rel=1e-3)
     assert [b for b, _ in hw.gemm_rows] == [32 * 1024, 128 * 1024]
     assert hw.gemm_rows[0][1] == tuple((r, f) for r, f in m["gemm_rows"][32])
 
@@ -36,3 +39,40 @@ def test_cli_writes_where_asked(tmp_path, capsys):
     out = tmp_path / "x.yaml"
     assert main(["--out", str(out), "--size-mb", "8", "--gemm", "64", "--repeats", "1"]) == 0
     assert out.read_text().startswith("# Measured by")
+
+
+def test_ticks_run_the_cycle_a_few_probes_at_a_time():
+    """`tick` runs the next probes of the round-robin cycle (what runs between the measurements a
+    profile predicts), `complete` finishes the cycle so every probe has as many calls."""
+    from validation.calibrate import Calibration
+    cal = Calibration(size_mb=8, gemm_n=64)
+    order = list(cal.probes)
+    cal.tick(3)
+    assert [len(cal.samples[k]) for k in order] == [1, 1, 1] + [0] * (len(order) - 3)
+    cal.complete()
+    assert {len(v) for v in cal.samples.values()} == {1}
+    cal.complete()  # a finished cycle stays as it is
+    assert {len(v) for v in cal.samples.values()} == {1}
+    cal.tick(len(order) + 2)  # wraps round: a second call of every probe, a third of the first two
+    assert [len(cal.samples[k]) for k in order[:3]] == [3, 3, 2]
+    cal.complete()
+    assert {len(v) for v in cal.samples.values()} == {3}
+    assert cal.figures()["rounds"] == 3
+
+
+def test_attention_efficiency_recovers_the_rate_it_was_built_from():
+    """Probe times built from a known products rate and gather rate (plus a fixed cost that the
+    difference cancels) give that rate back; the reads count only where they come first."""
+    from validation.calibrate import (ATTN_HEADS, ATTN_LONG, ATTN_QUERIES, ATTN_SEQS, ATTN_SHORT, KV_DIM,
+                                      KV_HEADS, attention_efficiency)
+    peak, gather, eta, fixed = 100e9, 2e9, 0.3, 1e-3
+
+    def t(ctx):
+        keys = ATTN_SEQS * ctx
+        return fixed + keys * 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather \
+            + 4 * ATTN_HEADS * KV_DIM * ATTN_QUERIES * keys / (eta * peak)
+    assert attention_efficiency(t(ATTN_SHORT), t(ATTN_LONG), gather, peak, serial=True) == pytest.approx(eta)
+    # overlapped (a GPU): the whole extra time is the products' when it exceeds the reads
+    assert attention_efficiency(t(ATTN_SHORT), t(ATTN_LONG), gather, peak, serial=False) < eta
+    # extra time no more than the reads: the products are not what limits it
+    assert attention_efficiency(1e-3, 1e-3, gather, peak, serial=True) == 1.0

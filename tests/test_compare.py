@@ -21,13 +21,15 @@ def test_per_depth_rates_from_counts():
 
 def test_errors_are_signed_relative():
     summary = lambda thr, steps: {"throughput_tok_s": thr, "ttft_s": {"p50": 1.0, "p99": 2.0},  # noqa: E731
-                                  "tpot_s": {"p50": 0.1, "p99": 0.2}, "steps": steps,
+                                  "tpot_s": {"p50": 0.1, "p99": 0.2}, "steps": steps, "duration_s": 1000 / thr,
                                   "allocator": {"page_allocs": 5, "page_frees": 5, "peak_pages": 3}}
     eng = {"runs": [{"scheme": "none", "label": "none", "concurrency": 1, "summary": summary(100.0, 10)}]}
     sim = {"runs": [{"scheme": "none", "label": "none", "concurrency": 1, "summary": summary(110.0, 9)}]}
     err = errors(eng, sim)["runs"][0]["errors"]
     assert err["throughput_tok_s"] == pytest.approx(0.10) and err["steps"] == pytest.approx(-0.10)
     assert set(err) == set(METRICS) and err["peak_pages"] == 0
+    # the same 1,000 tokens: throughput's error is the product of the steps' and the step time's
+    assert (1 + err["throughput_tok_s"]) * (1 + err["steps"]) * (1 + err["step_time"]) == pytest.approx(1.0)
 
 
 def test_repeated_engine_runs_are_compared_at_their_median():

@@ -211,3 +211,67 @@ def test_drafter_host_time_per_sequence_per_pass():
             assert d == pytest.approx(len(passes) * n * 100e-6, rel=1e-9), how
     d = medusa_cost(m, extra, 1, 4, 3).time - medusa_cost(m, base, 1, 4, 3).time
     assert d == pytest.approx(3 * 100e-6, rel=1e-9)
+
+
+@pytest.mark.parametrize("w", [Work(tokens=64, seqs=1, pairs=64 * 2048, kv_read=2048, lm_tokens=64),  # a tree
+                               Work(tokens=512, seqs=1, pairs=512 * 513 // 2, kv_read=512, lm_tokens=1)])  # prefill
+def test_attention_efficiency_and_dense_reference_attention(w):
+    """eta_attn slows only attention's products; attn_dense adds its KV reads to them (the CPU
+    reference gathers, then computes) where the roofline takes the larger, and prices products
+    over queries x gathered keys (a prefill chunk's masked causal half included)."""
+    m = model("tiny")
+    ideal = dict(IDEAL, launch_us=0.0, gemm_half_rows=0.0)
+    base = ForwardCost(m, device("cpu", **ideal))
+    fc, kv_bw = base.fc, base.kv_bw
+    c = m.attn_flops_per_pair * w.pairs / fc                                         # one layer's products
+    dense = m.attn_flops_per_pair * max(w.pairs, w.tokens * w.kv_read / w.seqs) / fc
+    r = m.kv_elems_per_token_layer * m.bytes_per_kv * (w.kv_read + w.tokens) / kv_bw  # one layer's reads
+    act = base.attn_act_per_tok * w.tokens / base.bw
+    rest = base(w).time - m.layers * max(c, r + act)
+    for eta, on in ((1.0, False), (0.25, False), (1.0, True), (0.25, True)):
+        f = ForwardCost(m, device("cpu", **ideal, eta_attn=eta, attn_dense=on))
+        layer = dense / eta + r + act if on else max(c / eta, r + act)
+        assert f(w).time == pytest.approx(rest + m.layers * layer, rel=1e-12), (eta, on)
+        assert f(w).flops == base(w).flops  # the useful work is the same; only its price changes
+    if w.tokens == 512:
+        assert dense == pytest.approx(2 * c, rel=0.01)  # the causal half is multiplied too
+    from sim.errors import SpecError
+    with pytest.raises(SpecError, match="eta_attn"):
+        device("cpu", eta_attn=0.0)
+    with pytest.raises(SpecError, match="attn_dense"):
+        device("cpu", attn_dense="sometimes")
+
+
+def test_attention_fields_round_trip(tmp_path):
+    import yaml
+    h = device("cpu", eta_attn=0.3, attn_dense=True, batch_query_us=120.0, elementwise_ns=1.5)
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump(h.to_profile()))
+    h2 = hardware_from_node(Node(str(p), "t", "hardware"), Path("."))
+    assert h2.eta_attn == pytest.approx(0.3) and h2.attn_dense is True
+    assert h2.batch_query_s == pytest.approx(120e-6) and h2.elementwise_s == pytest.approx(1.5e-9)
+    assert device("h100-sxm").eta_attn == 1.0 and device("h100-sxm").attn_dense is False
+
+
+def test_batch_query_host_time_only_when_several_sequences_may_verify():
+    m = model("tiny")
+    base, extra = device("cpu"), device("cpu", batch_query_us=150.0)
+    for w, charged in ((decode(4, 100), False),
+                       (Work(tokens=5, seqs=1, pairs=500, kv_read=100, lm_tokens=5), False),  # one sequence
+                       (Work(tokens=12, seqs=4, pairs=1200, kv_read=400, lm_tokens=12), True)):
+        d = ForwardCost(m, extra)(w).time - ForwardCost(m, base)(w).time
+        assert d == pytest.approx(m.layers * 150e-6 if charged else 0.0, abs=1e-12)
+
+
+def test_elementwise_passes_add_per_token_and_layer():
+    """elementwise_ns prices each layer's unfused elementwise passes per activation element,
+    on top of the matmuls; 0 (every preset) adds nothing."""
+    from sim.cost import elementwise_elems
+    m = model("tiny")
+    assert elementwise_elems(m)[0] == 4 * 256 + 2 * (4 + 2 * 2) * 64 + 2 * 768
+    base, extra = device("cpu"), device("cpu", elementwise_ns=2.0)
+    for tokens in (1, 64, 512):
+        w = Work(tokens=tokens, seqs=1, pairs=tokens * (tokens + 1) // 2, kv_read=tokens, lm_tokens=1)
+        d = ForwardCost(m, extra)(w).time - ForwardCost(m, base)(w).time
+        assert d == pytest.approx(m.layers * tokens * elementwise_elems(m)[0] * 2e-9, rel=1e-9)
+    assert device("h100-sxm").elementwise_s == 0.0

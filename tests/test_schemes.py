@@ -122,10 +122,14 @@ def test_speedup_falls_with_concurrency_and_survives_long_context(tmp_path):
     assert sp[("none", 1)] == 1.0
 
 
-def test_passpricer_compiled_equals_direct(tmp_path):
-    trace = make_trace(tmp_path, model="llama-3.1-8b")
+@pytest.mark.parametrize("hardware", [None, {"preset": "cpu", "attn_dense": True, "eta_attn": 0.3,
+                                              "multi_query_us": 200.0, "batch_query_us": 150.0}])
+def test_passpricer_compiled_equals_direct(tmp_path, hardware):
+    """Also on a CPU-like profile: attention's roofs added (attn_dense), query host terms."""
+    trace = make_trace(tmp_path, model="llama-3.1-8b", **({"hardware": hardware} if hardware else {}))
     p = PassPricer(eagle_head(trace.model), trace.hardware, 1, fuse_input=True)
-    for n, ctx, toks in [(3, 1800, [3, 30, 30, 30]), (64, 64 * 4000, [64] + [640] * 5), (1, 10, [1])]:
+    for n, ctx, toks in [(3, 1800, [3, 30, 30, 30]), (64, 64 * 4000, [64] + [640] * 5), (1, 10, [1]),
+                         (1, 500, [1, 8, 8])]:
         a, b = p(n, ctx, toks), p.direct(n, ctx, toks)
         for x, y in zip(a, b):
             assert x == pytest.approx(y, rel=1e-9)

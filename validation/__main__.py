@@ -25,8 +25,8 @@ def main(argv=None) -> int:
                     help="a measured profile (default: calibrate in rounds interleaved with the grid)")
     st.add_argument("--fit", action="store_true", help="also fit efficiencies on half the grid, test on the rest")
     st.add_argument("--quick", action="store_true", help="a small grid (CI)")
-    st.add_argument("--repeats", type=int, default=3, help="forward calls per point per pass")
-    st.add_argument("--rounds", type=int, default=3, help="passes over the grid (each point's mean over all kept)")
+    st.add_argument("--repeats", type=int, default=1, help="forward calls per point per pass")
+    st.add_argument("--rounds", type=int, default=6, help="passes over the grid (each point's mean over all kept)")
     for sp in (c, st):
         sp.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     args = ap.parse_args(argv)

@@ -22,6 +22,9 @@ rounds interleaved with what they measure and predict from that profile.
   per-layer time -> `step_overhead_us`, `seq_overhead_us`; a bare forward call less its layer
   -> `pass_overhead_us` (what each drafter pass adds); the per-layer time of the same forward
   verifying a 2-node chain, less a decode's -> `multi_query_us` (its other attention path); the
+  per-layer time of a forward of 4 sequences each verifying a 2-node chain, less that of the
+  same 4 decoding, beyond multi_query_us -> `batch_query_us` (the padded fused-attention path
+  a batch of chains or trees takes); the
   growth per sequence of a speculative step (one MTP module, batch 1 and 16) beyond a decode
   step's -> `draft_seq_us` (per sequence per drafter pass);
 - allocator: one page-pool operation of `sim.kv.KVAllocator` -> `alloc_op_us`;
@@ -33,7 +36,17 @@ rounds interleaved with what they measure and predict from that profile.
   peak. CPU BLAS changes kernels with M (4 rows can cost 1.5x 3 rows) and its rate depends on
   the matrix size, which no one-parameter curve follows;
 - KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each (one query
-  head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`.
+  head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`;
+- attention products: the engine's paged attention verifying 16-token chains in 4 sequences
+  (4 query heads on 2 KV heads) after 64 and after 1,024 keys; the extra keys' FLOPs over the
+  extra time, less their reading at the gather rate, against the GEMM peak -> `eta_attn`
+  (`attn_dense: true` on a CPU, whose reference attention gathers the keys before computing;
+  0.3-0.6 here). On a GPU neither is measured (eta_attn 1, the roofline: the probe's products
+  take microseconds there);
+- elementwise passes (CPU): one layer's norms, rotary embedding, gating and residual adds as
+  the engine runs them, unfused, over 256 tokens of the family's shape, per activation element
+  (sim.cost.elementwise_elems) -> `elementwise_ns`, which the cost model adds to the matmuls (a
+  128-token prefill of the family spends about 40% of its time in such passes); 0 on a GPU.
 On a GPU the same probes run on the device (bf16 GEMM as well; no matmul curves: its small-M
 products are bandwidth-bound, which the roofline prices) and the file is named after it.
 """
@@ -50,7 +63,8 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
-from sim.cost import KERNELS_PER_LAYER  # noqa: E402
+from sim.cost import KERNELS_PER_LAYER, elementwise_elems  # noqa: E402
+from sim.models import ModelSpec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_SIZES = ((256, 768), (512, 2048), (1024, 4096), (2048, 8192))  # (k, n): 0.75, 4, 16, 64 MiB fp32
@@ -97,6 +111,10 @@ class Calibration:
         probes |= {f"gemm_{k}": timed(lambda x=x, y=y: x @ y, 3) for k, (x, y) in gemms.items()}
         probes |= {f"forward{k}": timed(forward_probe(k, device), 10) for k in (1, DEEP)}
         probes |= {f"verify{k}": timed(forward_probe(k, device, nodes=2), 10) for k in (1, DEEP)}
+        # several sequences verifying at once against the same sequences decoding (what a batch
+        # of chains or trees pays per layer beyond a decode: the padded fused-attention path)
+        probes |= {f"{kind}{k}": timed(forward_probe(k, device, nodes=nodes, seqs=VERIFY_SEQS), 10)
+                   for kind, nodes in (("decodes", 0), ("verifies", 2)) for k in (1, DEEP)}
         probes |= {f"engine{k}": (lambda k=k: engine_step(k, device)) for k in (1, 16)}
         probes |= {f"mtp{k}": (lambda k=k: engine_step(k, device, "mtp")) for k in (1, 16)}
         # two calls each where the working set fits in cache (the first refills what the copy
@@ -104,21 +122,43 @@ class Calibration:
         probes |= {("curve", *key): timed(fn, 2) for key, (fn, _) in self.curves.items()}
         probes |= {("half", *key): timed(fn, 2) for key, (fn, _) in self.halves.items()}
         probes["kv_gather"] = timed(kv_gather_probe(device), 2)
+        # the torch reference (CPU) gathers the keys, then computes; the GPU kernel's products at
+        # this size take microseconds, so it keeps eta_attn 1 (the roofline) unmeasured
+        self.serial = device == "cpu"
+        if self.serial:
+            probes |= {f"attn{c}": timed(attention_probe(device, c), 2) for c in (ATTN_SHORT, ATTN_LONG)}
+            probes["elementwise"] = timed(elementwise_probe(device), 3)
         self.probes = probes
         for fn in probes.values():  # warm-up
             fn()
         self.samples: dict = {k: [] for k in probes}
+        self._order = list(probes)
+        self._next = 0  # the probe the next tick runs
 
     def round(self) -> None:
-        for k, fn in self.probes.items():
-            self.samples[k].append(fn())
+        """One call of every probe, from wherever the last tick stopped."""
+        self.tick(len(self._order))
+
+    def tick(self, n: int = 1) -> None:
+        """The next `n` probes of the round-robin cycle: called between the measurements a
+        profile predicts, so the probes' calls spread over the same minutes as those (this host
+        swings by up to 1.8x within seconds, in spells of about ten)."""
+        for _ in range(n):
+            k = self._order[self._next]
+            self.samples[k].append(self.probes[k]())
+            self._next = (self._next + 1) % len(self._order)
+
+    def complete(self) -> None:
+        """Finish the current cycle, so every probe has as many calls as the others (and one at least)."""
+        if self._next or not self.samples[self._order[0]]:
+            self.tick(len(self._order) - self._next)
 
     def figures(self) -> dict:
-        """Every probe's figure from the rounds so far (at least one)."""
+        """Every probe's figure from its calls so far (every probe called at least once: `complete`)."""
         t = {k: statistics.mean(v) for k, v in self.samples.items()}
         n3 = self.gemm_n ** 3
         out = {"copy_bw": self.copy_bytes / t["copy"], "stream_bw": self.stream_bytes / t["stream"],
-               "launch_s": t["launch"], "rounds": len(self.samples["copy"])}
+               "launch_s": t["launch"], "rounds": min(len(v) for v in self.samples.values())}
         out |= {f"flops_{k}": 2 * n3 / t[f"gemm_{k}"] for k in self.dtypes}
         peak = out["flops_fp32"]
         per_layer = max(0.0, (t[f"forward{DEEP}"] - t["forward1"]) / (DEEP - 1))
@@ -127,6 +167,8 @@ class Calibration:
                 "pass_s": max(0.0, t["forward1"] - per_layer),
                 "multi_query_s": max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer),
                 "draft_seq_s": max(0.0, (t["mtp16"] - t["mtp1"]) / 15 - per_seq)}
+        batched = (t[f"verifies{DEEP}"] - t["verifies1"] - t[f"decodes{DEEP}"] + t["decodes1"]) / (DEEP - 1)
+        out["batch_query_s"] = max(0.0, batched - out["multi_query_s"])
         out["alloc_op_s"] = allocator_op()
         out["gemm_half_rows"] = statistics.median(  # rate peak * M / (M + M0) -> M0 = t * peak / flops * M - M
             max(0.0, t[("half", *key)] * peak / flops * key[1] - key[1]) for key, (_, flops) in self.halves.items()
@@ -137,6 +179,10 @@ class Calibration:
                 table.setdefault(kib, []).append([m, round(flops / (t[("curve", kib, m)] * peak), 4)])
             out["gemm_rows"] = table
         out["kv_gather_bw"] = KV_GATHER_BYTES / t["kv_gather"]
+        out["eta_attn"] = attention_efficiency(t[f"attn{ATTN_SHORT}"], t[f"attn{ATTN_LONG}"], out["kv_gather_bw"], peak,
+                                               True) if self.serial else 1.0
+        out["attn_dense"] = self.serial
+        out["elementwise_s"] = t["elementwise"] / (EW_TOKENS * elementwise_elems(EW_SPEC)[0]) if self.serial else 0.0
         return out
 
 
@@ -201,20 +247,94 @@ def kv_gather_probe(device: str):
     return lambda: ops.paged_attention(q, k, v, kv_slots, lens, qs, qp, ts, anc, 0.125)
 
 
-def forward_probe(layers: int, device: str, nodes: int = 0):
-    """A bare forward call of a tiny random model (hidden 64) with `layers` layers, one decode
-    token (and a chain of `nodes` drafted tokens to verify) over 8 keys: compute and bandwidth
-    are negligible, so its time is host time."""
+ATTN_SEQS, ATTN_QUERIES, ATTN_HEADS, ATTN_SHORT, ATTN_LONG = 4, 32, 4, 64, 1024
+
+
+def attention_probe(device: str, context: int):
+    """The engine's paged attention verifying a chain of ATTN_QUERIES tokens in each of ATTN_SEQS
+    sequences after `context` keys (ATTN_HEADS query heads on KV_HEADS // 4 KV heads of KV_DIM,
+    the trained family's shape; fp32): the path verify and prefill steps take."""
+    from kernels import get_ops
+    from kernels.attention import NO_TREE
+    S, n, nkv, d = ATTN_SEQS, ATTN_QUERIES, KV_HEADS // 4, KV_DIM
+    per = context + n
+    k = torch.randn(S * per, nkv, d, device=device)
+    v = torch.randn(S * per, nkv, d, device=device)
+    q = torch.randn(S * n, ATTN_HEADS, d, device=device)
+    kv_slots = torch.arange(S * per, device=device).view(S, per)
+    lens = torch.full((S,), per, device=device)
+    qs = torch.arange(S, device=device).repeat_interleave(n)
+    qp = torch.arange(context, per, device=device).repeat(S)
+    ts = torch.full((S,), NO_TREE, device=device)
+    anc = torch.zeros(S * n, dtype=torch.int64, device=device)
+    ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
+    return lambda: ops.paged_attention(q, k, v, kv_slots, lens, qs, qp, ts, anc, 0.125)
+
+
+def attention_efficiency(t_short: float, t_long: float, gather_bw: float, peak: float, serial: bool) -> float:
+    """eta_attn from attention_probe at ATTN_SHORT and ATTN_LONG keys: the extra keys' score and
+    value FLOPs over the extra time (the probes' fixed host costs cancel), less the time to read
+    those keys at the KV gather rate where the reads come first (serial), as a fraction of the
+    GEMM peak; 1.0 where the extra time is all reading."""
+    keys = ATTN_SEQS * (ATTN_LONG - ATTN_SHORT)
+    flops = 4 * ATTN_HEADS * KV_DIM * ATTN_QUERIES * keys
+    read = keys * 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather_bw
+    compute = (t_long - t_short) - (read if serial else 0.0)
+    if compute <= 0 or (not serial and compute <= read):
+        return 1.0
+    return min(1.0, max(0.01, flops / compute / peak))
+
+
+EW_TOKENS = 256  # tokens of the elementwise probe
+EW_SPEC = ModelSpec(name="elementwise-probe", layers=1, hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=768,
+                    vocab=256, bytes_per_weight=4, bytes_per_kv=4)  # the trained family's layer
+
+
+def elementwise_probe(device: str):
+    """One layer's elementwise passes as the engine's forward runs them, over EW_TOKENS tokens
+    of EW_SPEC's shape (fp32): the two norms, rotary embedding of q and k and their layout
+    copies, the gate's SiLU and product, the two residual adds; matmuls and attention left out.
+    Its time per sim.cost.elementwise_elems element -> `elementwise_ns`."""
+    from engine.model import NORM_EPS, ROPE_THETA, Rope
+    from kernels import get_ops
+    s, n = EW_SPEC, EW_TOKENS
+    ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
+    rope = Rope(s.head_dim, ROPE_THETA, device)
+    x = torch.randn(n, s.hidden, device=device)                                       # (n, H)
+    w = torch.ones(s.hidden, device=device)
+    qkv = torch.randn(n, (s.heads + 2 * s.kv_heads) * s.head_dim, device=device)      # (n, (nh + 2 nkv) d)
+    gu = torch.randn(n, 2 * s.ffn, device=device)                                     # (n, 2F)
+    pos = torch.arange(n, device=device)
+    nq, nk = s.heads * s.head_dim, (s.heads + s.kv_heads) * s.head_dim
+
+    def run():
+        h = ops.rms_norm(x, w, NORM_EPS)
+        q = rope(qkv[:, :nq].view(n, s.heads, s.head_dim), pos).contiguous()
+        k = rope(qkv[:, nq:nk].view(n, s.kv_heads, s.head_dim), pos).contiguous()
+        y = x + h
+        h = ops.rms_norm(y, w, NORM_EPS)
+        a = torch.nn.functional.silu(gu[:, :s.ffn]) * gu[:, s.ffn:]
+        return y + h, q, k, a
+    return run
+
+
+VERIFY_SEQS = 4  # sequences of the verify host-time probe
+
+
+def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1):
+    """A bare forward call of a tiny random model (hidden 64) with `layers` layers, `seqs`
+    sequences each with one decode token (and a chain of `nodes` drafted tokens to verify) over
+    8 keys: compute and bandwidth are negligible, so its time is host time."""
     from engine.kv_cache import KVCache
     from engine.model import Model, SeqQuery, StepBatch
-    from sim.models import ModelSpec
     spec = ModelSpec(name="probe", layers=layers, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128,
                      vocab=256, bytes_per_weight=4, bytes_per_kv=4)
     model = Model.random(spec, seed=0, device=device)
-    cache = KVCache(model.spec, 2, 16, device)
+    cache = KVCache(model.spec, seqs, 16, device)
     chain = tuple(range(-1, nodes - 1))
-    step = StepBatch.pack([SeqQuery(tokens=[1], ctx=8, index=list(range(9)), nodes=[2] * nodes, parents=chain,
-                                    spec_slots=list(range(9, 9 + nodes)))])
+    step = StepBatch.pack([SeqQuery(tokens=[1], ctx=8, index=list(range(16 * b, 16 * b + 9)), nodes=[2] * nodes,
+                                    parents=chain, spec_slots=list(range(16 * b + 9, 16 * b + 9 + nodes)))
+                           for b in range(seqs)])
     return lambda: model.forward(step, cache)
 
 
@@ -270,10 +390,13 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # copy bandwidth {m['copy_bw'] / 1e9:.2f} GB/s (2 x size / time); weight streaming {m['stream_bw'] / 1e9:.2f} GB/s;
 # fp32 GEMM {fp32 * 1e3:.1f} GFLOP/s; one-element op {m['launch_s'] * 1e6:.1f} us; engine host time
 # {m['layer_s'] * 1e6:.0f} us per layer, {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence,
-# {m['pass_s'] * 1e6:.0f} us per forward pass beyond its layers, {m['multi_query_s'] * 1e6:.0f} us more per layer to verify,
+# {m['pass_s'] * 1e6:.0f} us per forward pass beyond its layers, {m['multi_query_s'] * 1e6:.0f} us more per layer to verify
+# ({m['batch_query_s'] * 1e6:.0f} us more where several sequences verify),
 # {m['draft_seq_s'] * 1e6:.0f} us per sequence per drafter pass;
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
-# paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s.
+# paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s; verify attention products at
+# {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}; elementwise passes
+# {m['elementwise_s'] * 1e9:.2f} ns per activation element.
 description: {name} (measured)
 tflops: {{fp32: {fp32:.5f}, bf16: {bf16:.5f}}}
 memory_tb_s: {peak_bw / 1e12:.6f}
@@ -289,8 +412,12 @@ alloc_op_us: {m['alloc_op_s'] * 1e6:.3f}
 allreduce_latency_us: 0
 gemm_half_rows: {m['gemm_half_rows']:.2f}
 eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
+eta_attn: {m['eta_attn']:.4f}
+elementwise_ns: {m['elementwise_s'] * 1e9:.4f}
+attn_dense: {'true' if m['attn_dense'] else 'false'}
 pass_overhead_us: {m['pass_s'] * 1e6:.1f}
 multi_query_us: {m['multi_query_s'] * 1e6:.1f}
+batch_query_us: {m['batch_query_s'] * 1e6:.1f}
 draft_seq_us: {m['draft_seq_s'] * 1e6:.1f}
 """ + _gemm_rows_yaml(m.get("gemm_rows"))
 

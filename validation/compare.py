@@ -4,10 +4,11 @@
 1. The engine runs the trace (its report under DIR/engine), `--repeats N` times (under
    DIR/engine/runN); each scheme and concurrency is compared with its median run by throughput
    (of two, the faster), and every run's throughput is kept in the comparison
-   ("engine_throughputs"). With `--calibrate`, two rounds of validation.calibrate's probes run
-   before each engine run and after the last, and the simulator is priced with the profile
-   those rounds measure (DIR/measured-hardware.yaml): on a host whose speed drifts by a third
-   within minutes, a profile measured at another time mispredicts every scheme alike.
+   ("engine_throughputs"). With `--calibrate`, validation.calibrate's probes run a few at a time
+   before each scheme's run (CALIBRATION_CYCLES cycles of them per engine run of the trace, the
+   last cycle completed at the end), and the simulator is priced with the profile they measure
+   (DIR/measured-hardware.yaml): on a host whose speed swings by up to 1.8x in spells of about
+   ten seconds, a profile measured at other moments mispredicts every scheme alike.
 2. Acceptance the trace leaves out is filled from the engine's own measurement, pooled over the
    scheme's runs (validation/measure.py): per-depth rates a_j = P(accept depth j | drafted to
    depth j, depths < j accepted) for chains, per-rank rates for static trees, a fitted confidence
@@ -18,12 +19,16 @@
    measured hardware profile (default traces/hardware/cpu-measured.yaml, from
    `python -m validation.calibrate`); its report goes under DIR/sim.
 4. For every scheme and concurrency: the signed relative error (sim - engine) / engine of
-   throughput, TTFT p50/p99, TPOT p50/p99, steps, allocator operations and peak pages, printed,
-   written to DIR/comparison.json and drawn in DIR/comparison.png.
+   throughput, TTFT p50/p99, TPOT p50/p99, steps, mean step time (duration / steps), allocator
+   operations and peak pages, printed, written to DIR/comparison.json and drawn in
+   DIR/comparison.png. Steps and step time split a throughput error into its two factors: with
+   the same tokens generated, 1 + throughput error = 1 / ((1 + steps error)(1 + step time
+   error)); steps follow the schedule and the acceptance, step time the cost model.
 """
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import fields
 from pathlib import Path
 
@@ -34,8 +39,9 @@ from sim.report import acceptance_entry
 from validation.measure import drafted_counts, histogram_distance, per_depth_rates, profile
 
 ROOT = Path(__file__).resolve().parents[1]
-CALIBRATION_ROUNDS = 2  # before each engine run and after the last (--calibrate)
-METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "allocator_ops", "peak_pages")
+CALIBRATION_CYCLES = 2  # calibration probe cycles per engine run of the trace (--calibrate)
+METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "step_time", "allocator_ops",
+           "peak_pages")
 
 
 def metrics(summary: dict) -> dict:
@@ -43,6 +49,7 @@ def metrics(summary: dict) -> dict:
     return {"throughput_tok_s": summary["throughput_tok_s"], "ttft_p50": summary["ttft_s"]["p50"],
             "ttft_p99": summary["ttft_s"]["p99"], "tpot_p50": summary["tpot_s"]["p50"],
             "tpot_p99": summary["tpot_s"]["p99"], "steps": summary["steps"],
+            "step_time": summary["duration_s"] / max(1, summary["steps"]),
             "allocator_ops": a["page_allocs"] + a["page_frees"], "peak_pages": a["peak_pages"]}
 
 
@@ -107,14 +114,17 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
 
     trace = load_trace(trace_path)
     cal = Calibration() if calibrate else None
+    between = None
+    if cal is not None:  # CALIBRATION_CYCLES of the probes per engine run of the trace, spread over its schemes
+        runs = len(trace.speculation) * max(1, len(trace.sweep_concurrency))
+        ticks = math.ceil(CALIBRATION_CYCLES * len(cal.probes) / runs)
+        between = lambda: cal.tick(ticks)  # noqa: E731
     hists: dict[str, dict] = {}
     ranks: dict[str, dict] = {}
     reports = []
     for i in range(repeats):
-        if cal is not None:
-            for _ in range(CALIBRATION_ROUNDS):
-                cal.round()
-        report, results = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress)
+        report, results = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress,
+                                     between=between)
         reports.append(report)
         for tag, res in results.items():  # acceptance pooled over every run
             label = tag.rsplit("-", 1)[0]
@@ -131,8 +141,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
                     run["acceptance"] = acceptance_entry(counts)
     engine_report = median_runs(reports)
     if cal is not None:
-        for _ in range(CALIBRATION_ROUNDS):
-            cal.round()
+        cal.complete()
         out.mkdir(parents=True, exist_ok=True)
         hardware = out / "measured-hardware.yaml"
         hardware.write_text(write_profile(cal.figures(), cal.size_mb))

@@ -7,17 +7,19 @@ prediction of each point from a measured hardware profile alone.
 Grid (per model): decode (1 query token), chain verify K = 1..6 (K+1 tokens), tree verify of 16,
 32 and 63 nodes (an EAGLE-like tree: top-4 at depth 1, then each level expanding its first
 nodes), and prefill chunks, at several batch sizes and contexts. The grid is timed in `rounds`
-round-robin passes, a point's time the mean of its `repeats` `Model.forward` calls per pass
-(after one warm-up call) over all passes, as calibration means its probes. Unless `--hardware`
-names a profile, each pass starts with a round of validation.calibrate's probes, and the points
-are predicted
-from the profile those rounds measure (written to DIR/measured-hardware.yaml): this host's speed
-drifts by a third within minutes, so a profile measured at another time mispredicts every point
-alike (a calibration an hour apart read 0.5 and 1.1 ms per layer). Against that, the simulator's
-`ForwardCost(model, hardware)(work).time + host_time(hardware, batch)` for the same work (query
-tokens, attended pairs, KV read, logits rows: the scheduler's `Batch.aggregates`).
+passes (alternately forwards and backwards), a point's time the mean of its `repeats`
+`Model.forward` calls per pass (after one warm-up call) over all passes, as calibration means its
+probes. Unless `--hardware` names a profile, validation.calibrate's probes run one (or a few) at a
+time between consecutive points, CAL_CYCLES cycles of them per pass, and the points are predicted
+from the profile they measure (written to DIR/measured-hardware.yaml): this host's speed swings
+by up to 1.8x in spells of about ten seconds, so a profile measured at other moments than the
+points mispredicts them all alike (calibrations an hour apart read 0.5 and 1.1 ms per layer).
+Against that, the simulator's `ForwardCost(model, hardware)(work).time + pass_overhead_s` (the
+forward alone, as timed) for the same work (query tokens, attended pairs, KV read, logits rows:
+the scheduler's `Batch.aggregates`).
 
-`--fit` tunes eta_compute, eta_memory, eta_kv, launch_us, step_overhead_us, multi_query_us and
+`--fit` tunes eta_compute, eta_memory, eta_kv, eta_attn, launch_us, pass_overhead_us,
+multi_query_us, batch_query_us, elementwise_ns and
 (without measured gemm_rows curves) gemm_half_rows on the even-numbered points (coordinate descent
 on the median absolute log error) and reports the error on the odd ones.
 Writes DIR/steptime.json (every point, the error distribution, the fit), DIR/steptime.png and,
@@ -38,7 +40,7 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 
 from sim import trees as T  # noqa: E402
-from sim.cost import ForwardCost, Work, host_time  # noqa: E402
+from sim.cost import ForwardCost, Work  # noqa: E402
 from sim.models import model_from_node  # noqa: E402
 from sim.specio import Node  # noqa: E402
 
@@ -112,7 +114,10 @@ def measure(model, p: dict, repeats: int, device: str) -> float:
 
 
 def predict(spec, hw, p: dict) -> float:
-    return float(ForwardCost(spec, hw)(work_of(p)).time + host_time(hw, p["batch"]))
+    """The forward pass alone, as timed: its layers and LM head plus one pass's host time (the
+    engine's step adds scheduling, verification and commit: host_time, which the end-to-end
+    comparison checks)."""
+    return float(ForwardCost(spec, hw)(work_of(p)).time + hw.pass_overhead_s)
 
 
 def summary(errs: list[float]) -> dict:
@@ -123,7 +128,9 @@ def summary(errs: list[float]) -> dict:
             "max_abs": a[-1], "median_signed": statistics.median(errs)}
 
 
-FIT = ("eta_compute", "eta_memory", "eta_kv", "launch_s", "gemm_half_rows", "step_overhead_s", "multi_query_s")
+FIT = ("eta_compute", "eta_memory", "eta_kv", "eta_attn", "launch_s", "gemm_half_rows", "pass_overhead_s",
+       "multi_query_s", "batch_query_s", "elementwise_s")
+CAL_CYCLES = 2  # calibration cycles per pass, one probe or a few between consecutive points
 SCALES = (0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0)
 
 
@@ -149,12 +156,14 @@ def fit(points: list[dict], hw) -> tuple[dict, object]:
                 if e < best - 1e-9:
                     best, cur = e, cand
     params = {k: round(getattr(cur, k), 9) for k in names if not k.endswith("_s")}
-    params |= {k[:-2] + "_us": round(getattr(cur, k) * 1e6, 3) for k in names if k.endswith("_s")}
+    params |= {k[:-2] + ("_ns" if k == "elementwise_s" else "_us"): round(getattr(cur, k) * (1e9 if k == "elementwise_s"
+                                                                                         else 1e6), 3)
+               for k in names if k.endswith("_s")}
     return params, cur
 
 
-def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bool = False, repeats: int = 3,
-        progress=print, rounds: int = 3, size_mb: int = 512) -> dict:
+def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bool = False, repeats: int = 1,
+        progress=print, rounds: int = 6, size_mb: int = 512) -> dict:
     from engine.model import Model
     from sim.hardware import hardware_from_node
     from validation.calibrate import Calibration, write_profile
@@ -171,15 +180,17 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
         for p in grid(quick):
             points.append({**p, "model": spec.name if not changes else f"{spec.name}-scaled", "spec": spec,
                            "net": len(models) - 1, "samples": []})
+    ticks = max(1, math.ceil(CAL_CYCLES * len(cal.probes) / len(points))) if cal is not None else 0
     for r in range(rounds):
-        if cal is not None:
-            cal.round()
-        for p in points:
+        for p in (points if r % 2 == 0 else points[::-1]):  # each point's passes spread over the run
+            if cal is not None:
+                cal.tick(ticks)
             p["samples"].append(measure(models[p["net"]], p, repeats, device))
         progress(f"pass {r + 1}/{rounds} timed ({len(points)} points)")
     del models
     hw_path = hardware
     if cal is not None:
+        cal.complete()
         hw_path = out / "measured-hardware.yaml"
         hw_path.write_text(write_profile(cal.figures(), cal.size_mb))
     hw = hardware_from_node(Node(str(hw_path), str(hw_path), "hardware"), ROOT)
