@@ -61,18 +61,16 @@ def test_ticks_run_the_cycle_a_few_probes_at_a_time():
 
 
 def test_attention_efficiency_recovers_the_rate_it_was_built_from():
-    """Probe times built from a known products rate and gather rate (plus a fixed cost that the
-    difference cancels) give that rate back; the reads count only where they come first."""
-    from validation.calibrate import (ATTN_HEADS, ATTN_LONG, ATTN_QUERIES, ATTN_SEQS, ATTN_SHORT, KV_DIM,
-                                      KV_HEADS, attention_efficiency)
+    """Probe times built from a known products rate over each sequence's queries x gathered keys,
+    a gather rate and a fixed cost (which the difference cancels) give that rate back."""
+    from validation.calibrate import (ATTN_CONTEXT, ATTN_FEW, ATTN_HEADS, ATTN_MANY, ATTN_SEQS, KV_DIM, KV_HEADS,
+                                      attention_efficiency)
     peak, gather, eta, fixed = 100e9, 2e9, 0.3, 1e-3
 
-    def t(ctx):
-        keys = ATTN_SEQS * ctx
+    def t(n):
+        keys = ATTN_SEQS * (ATTN_CONTEXT + n)
         return fixed + keys * 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather \
-            + 4 * ATTN_HEADS * KV_DIM * ATTN_QUERIES * keys / (eta * peak)
-    assert attention_efficiency(t(ATTN_SHORT), t(ATTN_LONG), gather, peak, serial=True) == pytest.approx(eta)
-    # overlapped (a GPU): the whole extra time is the products' when it exceeds the reads
-    assert attention_efficiency(t(ATTN_SHORT), t(ATTN_LONG), gather, peak, serial=False) < eta
-    # extra time no more than the reads: the products are not what limits it
-    assert attention_efficiency(1e-3, 1e-3, gather, peak, serial=True) == 1.0
+            + 4 * ATTN_HEADS * KV_DIM * ATTN_SEQS * n * (ATTN_CONTEXT + n) / (eta * peak)
+    assert attention_efficiency(t(ATTN_FEW), t(ATTN_MANY), gather, peak) == pytest.approx(eta)
+    # the extra time no more than the extra reads: products are not what limits it
+    assert attention_efficiency(1e-3, 1e-3, gather, peak) == 1.0

@@ -37,11 +37,13 @@ rounds interleaved with what they measure and predict from that profile.
   the matrix size, which no one-parameter curve follows;
 - KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each (one query
   head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`;
-- attention products: the engine's paged attention verifying 16-token chains in 4 sequences
-  (4 query heads on 2 KV heads) after 64 and after 1,024 keys; the extra keys' FLOPs over the
-  extra time, less their reading at the gather rate, against the GEMM peak -> `eta_attn`
-  (`attn_dense: true` on a CPU, whose reference attention gathers the keys before computing;
-  0.3-0.6 here). On a GPU neither is measured (eta_attn 1, the roofline: the probe's products
+- attention products: the engine's paged attention verifying chains of 8 and of 64 tokens in
+  4 sequences (4 query heads on 2 KV heads) after 1,024 keys; the extra queries' FLOPs (against
+  all gathered keys, as the reference computes them) over the extra time, against the GEMM peak
+  -> `eta_attn` (the gathering, nearly the same in both, cancels; an earlier form that varied
+  the keys instead had to subtract the gather time and read 0.37-1.0 between calibrations);
+  `attn_dense: true` on a CPU, whose reference attention gathers the keys before computing.
+  On a GPU neither is measured (eta_attn 1, the roofline: the probe's products
   take microseconds there);
 - elementwise passes (CPU): one layer's norms, rotary embedding, gating and residual adds as
   the engine runs them, unfused, over 256 tokens of the family's shape, per activation element
@@ -126,7 +128,7 @@ class Calibration:
         # this size take microseconds, so it keeps eta_attn 1 (the roofline) unmeasured
         self.serial = device == "cpu"
         if self.serial:
-            probes |= {f"attn{c}": timed(attention_probe(device, c), 2) for c in (ATTN_SHORT, ATTN_LONG)}
+            probes |= {f"attn{n}": timed(attention_probe(device, n), 2) for n in (ATTN_FEW, ATTN_MANY)}
             probes["elementwise"] = timed(elementwise_probe(device), 3)
         self.probes = probes
         for fn in probes.values():  # warm-up
@@ -179,8 +181,8 @@ class Calibration:
                 table.setdefault(kib, []).append([m, round(flops / (t[("curve", kib, m)] * peak), 4)])
             out["gemm_rows"] = table
         out["kv_gather_bw"] = KV_GATHER_BYTES / t["kv_gather"]
-        out["eta_attn"] = attention_efficiency(t[f"attn{ATTN_SHORT}"], t[f"attn{ATTN_LONG}"], out["kv_gather_bw"], peak,
-                                               True) if self.serial else 1.0
+        out["eta_attn"] = attention_efficiency(t[f"attn{ATTN_FEW}"], t[f"attn{ATTN_MANY}"], out["kv_gather_bw"],
+                                               peak) if self.serial else 1.0
         out["attn_dense"] = self.serial
         out["elementwise_s"] = t["elementwise"] / (EW_TOKENS * elementwise_elems(EW_SPEC)[0]) if self.serial else 0.0
         return out
@@ -247,42 +249,43 @@ def kv_gather_probe(device: str):
     return lambda: ops.paged_attention(q, k, v, kv_slots, lens, qs, qp, ts, anc, 0.125)
 
 
-ATTN_SEQS, ATTN_QUERIES, ATTN_HEADS, ATTN_SHORT, ATTN_LONG = 4, 32, 4, 64, 1024
+ATTN_SEQS, ATTN_HEADS, ATTN_CONTEXT, ATTN_FEW, ATTN_MANY = 4, 4, 1024, 8, 64
 
 
-def attention_probe(device: str, context: int):
-    """The engine's paged attention verifying a chain of ATTN_QUERIES tokens in each of ATTN_SEQS
-    sequences after `context` keys (ATTN_HEADS query heads on KV_HEADS // 4 KV heads of KV_DIM,
-    the trained family's shape; fp32): the path verify and prefill steps take."""
+def attention_probe(device: str, queries: int):
+    """The engine's paged attention verifying a chain of `queries` tokens in each of ATTN_SEQS
+    sequences after ATTN_CONTEXT keys (ATTN_HEADS query heads on KV_HEADS // 4 KV heads of
+    KV_DIM, the trained family's shape; fp32): the padded fused path a batch of chains or trees
+    takes."""
     from kernels import get_ops
     from kernels.attention import NO_TREE
-    S, n, nkv, d = ATTN_SEQS, ATTN_QUERIES, KV_HEADS // 4, KV_DIM
-    per = context + n
+    S, n, nkv, d = ATTN_SEQS, queries, KV_HEADS // 4, KV_DIM
+    per = ATTN_CONTEXT + n
     k = torch.randn(S * per, nkv, d, device=device)
     v = torch.randn(S * per, nkv, d, device=device)
     q = torch.randn(S * n, ATTN_HEADS, d, device=device)
     kv_slots = torch.arange(S * per, device=device).view(S, per)
     lens = torch.full((S,), per, device=device)
     qs = torch.arange(S, device=device).repeat_interleave(n)
-    qp = torch.arange(context, per, device=device).repeat(S)
+    qp = torch.arange(ATTN_CONTEXT, per, device=device).repeat(S)
     ts = torch.full((S,), NO_TREE, device=device)
     anc = torch.zeros(S * n, dtype=torch.int64, device=device)
     ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
     return lambda: ops.paged_attention(q, k, v, kv_slots, lens, qs, qp, ts, anc, 0.125)
 
 
-def attention_efficiency(t_short: float, t_long: float, gather_bw: float, peak: float, serial: bool) -> float:
-    """eta_attn from attention_probe at ATTN_SHORT and ATTN_LONG keys: the extra keys' score and
-    value FLOPs over the extra time (the probes' fixed host costs cancel), less the time to read
-    those keys at the KV gather rate where the reads come first (serial), as a fraction of the
-    GEMM peak; 1.0 where the extra time is all reading."""
-    keys = ATTN_SEQS * (ATTN_LONG - ATTN_SHORT)
-    flops = 4 * ATTN_HEADS * KV_DIM * ATTN_QUERIES * keys
-    read = keys * 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather_bw
-    compute = (t_long - t_short) - (read if serial else 0.0)
-    if compute <= 0 or (not serial and compute <= read):
-        return 1.0
-    return min(1.0, max(0.01, flops / compute / peak))
+def attention_efficiency(t_few: float, t_many: float, gather_bw: float, peak: float) -> float:
+    """eta_attn from attention_probe with ATTN_FEW and ATTN_MANY queries per sequence over the
+    same context: the extra queries' score and value FLOPs (each query against all its
+    sequence's gathered keys, as the reference computes them) over the extra time, less the
+    reading of the few extra keys at the KV gather rate, as a fraction of the GEMM peak. The
+    probes' fixed costs and nearly all of their gathering cancel in the difference."""
+    def rect(n):  # products per sequence: its queries x its gathered keys
+        return n * (ATTN_CONTEXT + n)
+    flops = 4 * ATTN_HEADS * KV_DIM * ATTN_SEQS * (rect(ATTN_MANY) - rect(ATTN_FEW))
+    read = ATTN_SEQS * (ATTN_MANY - ATTN_FEW) * 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather_bw
+    compute = t_many - t_few - read
+    return 1.0 if compute <= 0 else min(1.0, max(0.01, flops / compute / peak))
 
 
 EW_TOKENS = 256  # tokens of the elementwise probe
