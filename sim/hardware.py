@@ -1,7 +1,7 @@
 """Device specs: datasheet ceilings plus the calibratable efficiency and overhead fields (DESIGN.md §3)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 from sim.specio import Node, is_file, load_yaml
@@ -169,11 +169,9 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         attn_dense=f["attn_dense"].boolean() if "attn_dense" in f else None,
         elementwise_s=num("elementwise_ns", 1e-9, hi=1e6),
     )
-    defaults = dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,
-                    step_overhead_s=0.0, seq_overhead_s=0.0, alloc_op_s=0.0, allreduce_latency_s=0.0,
-                    gemm_half_rows=0.0, eta_kv=1.0, pass_overhead_s=0.0, gemm_rows=(),
-                    multi_query_s=0.0, batch_query_s=0.0, draft_seq_s=0.0, eta_attn=1.0, attn_dense=False,
-                    elementwise_s=0.0)
+    defaults = {f.name: f.default for f in fields(HardwareSpec) if f.default is not MISSING}  # the optional fields
+    defaults |= dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,
+                     step_overhead_s=0.0, seq_overhead_s=0.0, alloc_op_s=0.0, allreduce_latency_s=0.0)
     for key, value in list(spec.items()):
         if value is None:
             spec[key] = merged.get(key, defaults.get(key))

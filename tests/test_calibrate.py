@@ -63,8 +63,8 @@ def test_ticks_run_the_cycle_a_few_probes_at_a_time():
 def test_attention_efficiency_recovers_the_rate_it_was_built_from():
     """Probe times built from a known products rate over each sequence's queries x gathered keys,
     a gather rate and a fixed cost (which the difference cancels) give that rate back."""
-    from validation.calibrate import (ATTN_CONTEXT, ATTN_FEW, ATTN_HEADS, ATTN_MANY, ATTN_SEQS, KV_DIM, KV_HEADS,
-                                      attention_efficiency)
+    from validation.probes import (ATTN_CONTEXT, ATTN_FEW, ATTN_HEADS, ATTN_MANY, ATTN_SEQS, KV_DIM, KV_HEADS,
+                                   attention_efficiency)
     peak, gather, eta, fixed = 100e9, 2e9, 0.3, 1e-3
 
     def t(n):

@@ -19,6 +19,14 @@ def device(name, **override):
     return hardware_from_node(Node({"preset": name, **override}, None, "hardware"), Path("."))
 
 
+def round_trip(h, tmp_path):
+    """A profile written by HardwareSpec.to_profile and read back."""
+    import yaml
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump(h.to_profile()))
+    return hardware_from_node(Node(str(p), "t", "hardware"), Path("."))
+
+
 IDEAL = dict(eta_compute=1.0, eta_memory=1.0, launch_us=0.0, step_overhead_us=0.0, seq_overhead_us=0.0)
 
 
@@ -123,15 +131,9 @@ def test_vectorised_and_scalar_pricing_agree():
 
 def test_hardware_profile_round_trips(tmp_path):
     """HardwareSpec.to_profile writes what hardware_from_node reads back (validation writes fitted profiles)."""
-    import yaml
-    from pathlib import Path
-    from sim.hardware import hardware_from_node
-    from sim.specio import Node
     root = Path(__file__).resolve().parents[1]
     h = hardware_from_node(Node("traces/hardware/cpu-measured.yaml", "t", "hardware"), root)
-    p = tmp_path / "p.yaml"
-    p.write_text(yaml.safe_dump(h.to_profile()))
-    h2 = hardware_from_node(Node(str(p), "t", "hardware"), root)
+    h2 = round_trip(h, tmp_path)
     for k, v in h.to_dict().items():
         if isinstance(v, (int, float)):
             assert v == pytest.approx(h2.to_dict()[k], rel=1e-9), k
@@ -191,11 +193,8 @@ def test_multi_query_host_time_only_when_a_sequence_has_several_queries():
 
 
 def test_measured_curves_and_multi_query_round_trip(tmp_path):
-    import yaml
     h = device("cpu", gemm_rows=CURVES, multi_query_us=250.0)
-    p = tmp_path / "p.yaml"
-    p.write_text(yaml.safe_dump(h.to_profile()))
-    h2 = hardware_from_node(Node(str(p), "t", "hardware"), Path("."))
+    h2 = round_trip(h, tmp_path)
     assert h2.gemm_rows == h.gemm_rows and h2.multi_query_s == pytest.approx(250e-6)
 
 
@@ -243,11 +242,8 @@ def test_attention_efficiency_and_dense_reference_attention(w):
 
 
 def test_attention_fields_round_trip(tmp_path):
-    import yaml
     h = device("cpu", eta_attn=0.3, attn_dense=True, batch_query_us=120.0, elementwise_ns=1.5)
-    p = tmp_path / "p.yaml"
-    p.write_text(yaml.safe_dump(h.to_profile()))
-    h2 = hardware_from_node(Node(str(p), "t", "hardware"), Path("."))
+    h2 = round_trip(h, tmp_path)
     assert h2.eta_attn == pytest.approx(0.3) and h2.attn_dense is True
     assert h2.batch_query_s == pytest.approx(120e-6) and h2.elementwise_s == pytest.approx(1.5e-9)
     assert device("h100-sxm").eta_attn == 1.0 and device("h100-sxm").attn_dense is False

@@ -18,11 +18,11 @@ def main(argv=None) -> int:
     c.add_argument("--hardware", type=Path, default=None, help="measured profile (default traces/hardware/cpu-measured.yaml)")
     c.add_argument("--repeats", type=int, default=1, help="engine runs of the trace (each run compared at its median)")
     c.add_argument("--calibrate", action="store_true",
-                   help="measure the profile in calibration rounds interleaved with the engine runs")
+                   help="measure the profile with calibration probes run before each scheme's engine run")
     st = sub.add_parser("steptime", help="time the engine's forward over a grid and compare with the simulator")
     st.add_argument("--out", type=Path, required=True)
     st.add_argument("--hardware", type=Path, default=None,
-                    help="a measured profile (default: calibrate in rounds interleaved with the grid)")
+                    help="a measured profile (default: calibration probes run between the grid's points)")
     st.add_argument("--fit", action="store_true", help="also fit efficiencies on half the grid, test on the rest")
     st.add_argument("--quick", action="store_true", help="a small grid (CI)")
     st.add_argument("--repeats", type=int, default=1, help="forward calls per point per pass")

@@ -4,11 +4,11 @@
 Every probe runs round-robin with all the others, `--repeats` rounds, and a figure is the mean of
 its calls over all rounds: what the engine's throughput sees is its mean step, slow spells and
 interruptions included (a fastest call, or a median, reads this host 10-30% faster than the
-engine's steps run). This host's speed drifts by a third or more within minutes
-(a Python loop runs 0.22-0.31 s from one second to the next, a calibration an hour later reads
-the per-layer host time at half). So a profile is only good for the minutes it was measured in:
-`python -m validation steptime` and `python -m validation compare --calibrate` run these
-rounds interleaved with what they measure and predict from that profile.
+engine's steps run). This host's speed swings by up to 1.8x in spells of about ten seconds (a
+tiny model's decode forward read 3.4-6.6 ms in 2-second windows, a Python loop beside it moved
+with it), so a profile is only good for the moments it was measured in: `python -m validation
+steptime` and `python -m validation compare --calibrate` run the probes a few at a time
+(`Calibration.tick`, `spread`) between what they measure, and predict from that profile.
 - copy bandwidth: `dst.copy_(src)` on a large fp32 tensor, 2 x size / time;
 - weight streaming: a matrix-vector product over a large fp32 matrix (what batch-1 decode does),
   matrix bytes / time. `memory_tb_s` is the larger of the two and `eta_memory` the streaming
@@ -59,6 +59,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see engine/__main__.py
 
 import argparse  # noqa: E402
+import math  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -66,19 +67,14 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 
 from sim.cost import KERNELS_PER_LAYER, elementwise_elems  # noqa: E402
-from sim.models import ModelSpec  # noqa: E402
+from validation.probes import (ATTN_FEW, ATTN_MANY, EW_SPEC, EW_TOKENS, KV_GATHER_BYTES, VERIFY_SEQS,  # noqa: E402
+                               allocator_op, attention_efficiency, attention_probe, elementwise_probe,
+                               engine_step, forward_probe, kv_gather_probe, matmul_probes, mean_time)
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_SIZES = ((256, 768), (512, 2048), (1024, 4096), (2048, 8192))  # (k, n): 0.75, 4, 16, 64 MiB fp32
 DEEP = 6  # layers of the deeper host-time probe model (against 1: the difference over 5 layers)
 GEMM_ROWS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512)
-
-
-def _timer(device: str):
-    def sync():
-        if device == "cuda":
-            torch.cuda.synchronize()
-    return sync
 
 
 class Calibration:
@@ -150,6 +146,12 @@ class Calibration:
             self.samples[k].append(self.probes[k]())
             self._next = (self._next + 1) % len(self._order)
 
+    def spread(self, intervals: int, cycles: int):
+        """A call that runs the next few probes, enough that `intervals` calls of it make about
+        `cycles` cycles (at least one probe each): put it between the measurements predicted."""
+        n = max(1, math.ceil(cycles * len(self._order) / max(1, intervals)))
+        return lambda: self.tick(n)
+
     def complete(self) -> None:
         """Finish the current cycle, so every probe has as many calls as the others (and one at least)."""
         if self._next or not self.samples[self._order[0]]:
@@ -194,195 +196,6 @@ def measure(size_mb: int = 512, gemm_n: int = 1024, repeats: int = 7, device: st
     for _ in range(max(1, repeats)):
         cal.round()
     return cal.figures()
-
-
-def mean_time(fn, device: str, calls: int, warm: bool = True) -> float:
-    """Mean seconds of `calls` calls of fn, after one warm-up call unless `warm` is False
-    (synchronised on a GPU)."""
-    sync = _timer(device)
-    if warm:
-        fn()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(max(1, calls)):
-        fn()
-    sync()
-    return (time.perf_counter() - t0) / max(1, calls)
-
-
-def matmul_probes(device: str, sizes, rows, pool_bytes: int = 64 << 20) -> dict:
-    """{(weight KiB, M): (call, FLOPs of one product)}: `x @ W.T` (x: (M, k), W: (n, k)) over
-    distinct matrices filling `pool_bytes`, as a forward pass meets each weight once (a matrix
-    multiplied again straight away sits in L2 and runs up to 4x faster); time per call / count."""
-    out = {}
-    for k, n in sizes:
-        ws = [torch.randn(n, k, device=device) for _ in range(max(1, pool_bytes // (4 * k * n)))]
-        for m in rows:
-            x = torch.randn(m, k, device=device)
-            out[(k * n * 4 // 1024, m)] = (lambda x=x, ws=ws: [x @ w.T for w in ws], 2 * m * k * n * len(ws))
-    return out
-
-
-KV_SEQS, KV_CONTEXT, KV_HEADS, KV_DIM = 8, 1024, 8, 64
-KV_GATHER_BYTES = 2 * KV_SEQS * KV_CONTEXT * KV_HEADS * KV_DIM * 4  # K and V, fp32
-
-
-def kv_gather_probe(device: str):
-    """The engine's paged attention with KV_SEQS sequences each decoding one token over
-    KV_CONTEXT keys (KV_HEADS KV heads of KV_DIM, fp32), KV_GATHER_BYTES per call. One query
-    head per KV head, so the scores' FLOPs stay small beside the gather: the cost model prices
-    them separately, on the compute roof (a GQA group of 4 read as bandwidth would charge a
-    model with groups of 2 for FLOPs it does not do)."""
-    from kernels import get_ops
-    seqs, context, nkv, d = KV_SEQS, KV_CONTEXT, KV_HEADS, KV_DIM
-    slots = seqs * context
-    k = torch.randn(slots, nkv, d, device=device)
-    v = torch.randn(slots, nkv, d, device=device)
-    q = torch.randn(seqs, nkv, d, device=device)
-    kv_slots = torch.arange(slots, device=device).view(seqs, context)
-    lens = torch.full((seqs,), context, device=device)
-    qs = torch.arange(seqs, device=device)
-    qp = torch.full((seqs,), context - 1, device=device)
-    ts = torch.full((seqs,), 2**30, device=device)
-    anc = torch.zeros(seqs, dtype=torch.int64, device=device)
-    ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
-    return lambda: ops.paged_attention(q, k, v, kv_slots, lens, qs, qp, ts, anc, 0.125)
-
-
-ATTN_SEQS, ATTN_HEADS, ATTN_CONTEXT, ATTN_FEW, ATTN_MANY = 4, 4, 1024, 8, 64
-
-
-def attention_probe(device: str, queries: int):
-    """The engine's paged attention verifying a chain of `queries` tokens in each of ATTN_SEQS
-    sequences after ATTN_CONTEXT keys (ATTN_HEADS query heads on KV_HEADS // 4 KV heads of
-    KV_DIM, the trained family's shape; fp32): the padded fused path a batch of chains or trees
-    takes."""
-    from kernels import get_ops
-    from kernels.attention import NO_TREE
-    S, n, nkv, d = ATTN_SEQS, queries, KV_HEADS // 4, KV_DIM
-    per = ATTN_CONTEXT + n
-    k = torch.randn(S * per, nkv, d, device=device)
-    v = torch.randn(S * per, nkv, d, device=device)
-    q = torch.randn(S * n, ATTN_HEADS, d, device=device)
-    kv_slots = torch.arange(S * per, device=device).view(S, per)
-    lens = torch.full((S,), per, device=device)
-    qs = torch.arange(S, device=device).repeat_interleave(n)
-    qp = torch.arange(ATTN_CONTEXT, per, device=device).repeat(S)
-    ts = torch.full((S,), NO_TREE, device=device)
-    anc = torch.zeros(S * n, dtype=torch.int64, device=device)
-    ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
-    return lambda: ops.paged_attention(q, k, v, kv_slots, lens, qs, qp, ts, anc, 0.125)
-
-
-def attention_efficiency(t_few: float, t_many: float, gather_bw: float, peak: float) -> float:
-    """eta_attn from attention_probe with ATTN_FEW and ATTN_MANY queries per sequence over the
-    same context: the extra queries' score and value FLOPs (each query against all its
-    sequence's gathered keys, as the reference computes them) over the extra time, less the
-    reading of the few extra keys at the KV gather rate, as a fraction of the GEMM peak. The
-    probes' fixed costs and nearly all of their gathering cancel in the difference."""
-    def rect(n):  # products per sequence: its queries x its gathered keys
-        return n * (ATTN_CONTEXT + n)
-    flops = 4 * ATTN_HEADS * KV_DIM * ATTN_SEQS * (rect(ATTN_MANY) - rect(ATTN_FEW))
-    read = ATTN_SEQS * (ATTN_MANY - ATTN_FEW) * 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather_bw
-    compute = t_many - t_few - read
-    return 1.0 if compute <= 0 else min(1.0, max(0.01, flops / compute / peak))
-
-
-EW_TOKENS = 256  # tokens of the elementwise probe
-EW_SPEC = ModelSpec(name="elementwise-probe", layers=1, hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=768,
-                    vocab=256, bytes_per_weight=4, bytes_per_kv=4)  # the trained family's layer
-
-
-def elementwise_probe(device: str):
-    """One layer's elementwise passes as the engine's forward runs them, over EW_TOKENS tokens
-    of EW_SPEC's shape (fp32): the two norms, rotary embedding of q and k and their layout
-    copies, the gate's SiLU and product, the two residual adds; matmuls and attention left out.
-    Its time per sim.cost.elementwise_elems element -> `elementwise_ns`."""
-    from engine.model import NORM_EPS, ROPE_THETA, Rope
-    from kernels import get_ops
-    s, n = EW_SPEC, EW_TOKENS
-    ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
-    rope = Rope(s.head_dim, ROPE_THETA, device)
-    x = torch.randn(n, s.hidden, device=device)                                       # (n, H)
-    w = torch.ones(s.hidden, device=device)
-    qkv = torch.randn(n, (s.heads + 2 * s.kv_heads) * s.head_dim, device=device)      # (n, (nh + 2 nkv) d)
-    gu = torch.randn(n, 2 * s.ffn, device=device)                                     # (n, 2F)
-    pos = torch.arange(n, device=device)
-    nq, nk = s.heads * s.head_dim, (s.heads + s.kv_heads) * s.head_dim
-
-    def run():
-        h = ops.rms_norm(x, w, NORM_EPS)
-        q = rope(qkv[:, :nq].view(n, s.heads, s.head_dim), pos).contiguous()
-        k = rope(qkv[:, nq:nk].view(n, s.kv_heads, s.head_dim), pos).contiguous()
-        y = x + h
-        h = ops.rms_norm(y, w, NORM_EPS)
-        a = torch.nn.functional.silu(gu[:, :s.ffn]) * gu[:, s.ffn:]
-        return y + h, q, k, a
-    return run
-
-
-VERIFY_SEQS = 4  # sequences of the verify host-time probe
-
-
-def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1):
-    """A bare forward call of a tiny random model (hidden 64) with `layers` layers, `seqs`
-    sequences each with one decode token (and a chain of `nodes` drafted tokens to verify) over
-    8 keys: compute and bandwidth are negligible, so its time is host time."""
-    from engine.kv_cache import KVCache
-    from engine.model import Model, SeqQuery, StepBatch
-    spec = ModelSpec(name="probe", layers=layers, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128,
-                     vocab=256, bytes_per_weight=4, bytes_per_kv=4)
-    model = Model.random(spec, seed=0, device=device)
-    cache = KVCache(model.spec, seqs, 16, device)
-    chain = tuple(range(-1, nodes - 1))
-    step = StepBatch.pack([SeqQuery(tokens=[1], ctx=8, index=list(range(16 * b, 16 * b + 9)), nodes=[2] * nodes,
-                                    parents=chain, spec_slots=list(range(16 * b + 9, 16 * b + 9 + nodes)))
-                           for b in range(seqs)])
-    return lambda: model.forward(step, cache)
-
-
-def engine_step(batch: int, device: str, scheme: str = "none") -> float:
-    """Mean decode-step duration of the engine (its own clock) on a 1-layer tiny random model,
-    `batch` sequences decoding 48 tokens each after a 16-token prompt, with `scheme` (mtp: one
-    module drafting one token per step)."""
-    import tempfile
-
-    import yaml
-
-    from engine.checkpoint import resolve
-    from engine.runner import run_scheme
-    from sim.spec import load_trace
-    from sim.workload import make_requests
-    doc = {"version": 1, "name": "calibrate-step", "seed": 1, "hardware": "cpu", "model": "tiny",
-           "serving": {"max_num_seqs": batch, "max_num_batched_tokens": 4096, "page_size": 16,
-                       "kv_pages": 64 * batch, "paging": "indexshare"},
-           "workload": {"requests": batch, "arrival": {"process": "closed", "concurrency": batch},
-                        "prompt_tokens": {"dist": "fixed", "value": 16},
-                        "output_tokens": {"dist": "fixed", "value": 48}},
-           "speculation": [{"scheme": scheme} | ({"depth": 1} if scheme == "mtp" else {})],
-           "engine": {"checkpoint": {"random_shape": "tiny", "layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2,
-                                     "head_dim": 16, "ffn": 128, "vocab": 256}, "device": device}}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "t.yaml"
-        path.write_text(yaml.safe_dump(doc))
-        trace = load_trace(path)
-    source = resolve(trace)
-    model = source.build()
-    res = run_scheme(trace, trace.speculation[0], make_requests(trace.workload, trace.seed), model,
-                     drafters=source.drafters(model) if scheme != "none" else None)
-    cols = res.result.steps.columns()
-    decode = cols["duration"][(cols["batch_size"] == batch) & (cols["prefill_tokens"] == 0)]
-    return float(statistics.mean(decode))
-
-
-def allocator_op() -> float:
-    from sim.kv import KVAllocator
-    kv = KVAllocator(4096, 16, "indexshare")
-    t0 = time.perf_counter()
-    for i in range(2000):
-        kv.grow(i, 16)  # one page each
-        kv.release(i)
-    return (time.perf_counter() - t0) / 4000
 
 
 def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:

@@ -28,7 +28,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import fields
 from pathlib import Path
 
@@ -114,11 +113,9 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
 
     trace = load_trace(trace_path)
     cal = Calibration() if calibrate else None
-    between = None
-    if cal is not None:  # CALIBRATION_CYCLES of the probes per engine run of the trace, spread over its schemes
-        runs = len(trace.speculation) * max(1, len(trace.sweep_concurrency))
-        ticks = math.ceil(CALIBRATION_CYCLES * len(cal.probes) / runs)
-        between = lambda: cal.tick(ticks)  # noqa: E731
+    # CALIBRATION_CYCLES of the probes per engine run of the trace, before its schemes' runs
+    between = cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES) \
+        if cal is not None else None
     hists: dict[str, dict] = {}
     ranks: dict[str, dict] = {}
     reports = []

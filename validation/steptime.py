@@ -98,7 +98,7 @@ def measure(model, p: dict, repeats: int, device: str) -> float:
     """Mean seconds of `repeats` forward calls over point p's batch, after a warm-up call."""
     from engine.kv_cache import KVCache
     from engine.model import SeqQuery, StepBatch
-    from validation.calibrate import mean_time
+    from validation.probes import mean_time
     B, ctx, q, tree = p["batch"], p["context"], p["q"], p["tree"]
     per = ctx + q + len(tree)
     cache = KVCache(model.spec, -(-(B * per) // 16) + 1, 16, device, model.dtype)
@@ -155,10 +155,13 @@ def fit(points: list[dict], hw) -> tuple[dict, object]:
                 e = loss(cand)
                 if e < best - 1e-9:
                     best, cur = e, cand
-    params = {k: round(getattr(cur, k), 9) for k in names if not k.endswith("_s")}
-    params |= {k[:-2] + ("_ns" if k == "elementwise_s" else "_us"): round(getattr(cur, k) * (1e9 if k == "elementwise_s"
-                                                                                         else 1e6), 3)
-               for k in names if k.endswith("_s")}
+    params = {}
+    for k in names:  # in the profile's units
+        if k.endswith("_s"):
+            unit, scale = ("_ns", 1e9) if k == "elementwise_s" else ("_us", 1e6)
+            params[k[:-2] + unit] = round(getattr(cur, k) * scale, 3)
+        else:
+            params[k] = round(getattr(cur, k), 9)
     return params, cur
 
 
@@ -180,11 +183,10 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
         for p in grid(quick):
             points.append({**p, "model": spec.name if not changes else f"{spec.name}-scaled", "spec": spec,
                            "net": len(models) - 1, "samples": []})
-    ticks = max(1, math.ceil(CAL_CYCLES * len(cal.probes) / len(points))) if cal is not None else 0
+    between = cal.spread(len(points), CAL_CYCLES) if cal is not None else (lambda: None)
     for r in range(rounds):
         for p in (points if r % 2 == 0 else points[::-1]):  # each point's passes spread over the run
-            if cal is not None:
-                cal.tick(ticks)
+            between()
             p["samples"].append(measure(models[p["net"]], p, repeats, device))
         progress(f"pass {r + 1}/{rounds} timed ({len(points)} points)")
     del models

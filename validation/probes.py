@@ -1,0 +1,201 @@
+"""The calibration's microbenchmarks (validation/calibrate.py says what each one measures and
+which profile field it gives): each builder sets up its tensors or model once and returns the
+call to time, so validation.calibrate.Calibration can run them round-robin, a few at a time."""
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from sim.models import ModelSpec
+
+
+def _timer(device: str):
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return sync
+
+
+def mean_time(fn, device: str, calls: int, warm: bool = True) -> float:
+    """Mean seconds of `calls` calls of fn, after one warm-up call unless `warm` is False
+    (synchronised on a GPU)."""
+    sync = _timer(device)
+    if warm:
+        fn()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(max(1, calls)):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / max(1, calls)
+
+
+def matmul_probes(device: str, sizes, rows, pool_bytes: int = 64 << 20) -> dict:
+    """{(weight KiB, M): (call, FLOPs of one product)}: `x @ W.T` (x: (M, k), W: (n, k)) over
+    distinct matrices filling `pool_bytes`, as a forward pass meets each weight once (a matrix
+    multiplied again straight away sits in L2 and runs up to 4x faster); time per call / count."""
+    out = {}
+    for k, n in sizes:
+        ws = [torch.randn(n, k, device=device) for _ in range(max(1, pool_bytes // (4 * k * n)))]
+        for m in rows:
+            x = torch.randn(m, k, device=device)
+            out[(k * n * 4 // 1024, m)] = (lambda x=x, ws=ws: [x @ w.T for w in ws], 2 * m * k * n * len(ws))
+    return out
+
+
+KV_SEQS, KV_CONTEXT, KV_HEADS, KV_DIM = 8, 1024, 8, 64
+KV_GATHER_BYTES = 2 * KV_SEQS * KV_CONTEXT * KV_HEADS * KV_DIM * 4  # K and V, fp32
+
+
+def kv_gather_probe(device: str):
+    """The engine's paged attention with KV_SEQS sequences each decoding one token over
+    KV_CONTEXT keys (KV_HEADS KV heads of KV_DIM, fp32), KV_GATHER_BYTES per call. One query
+    head per KV head, so the scores' FLOPs stay small beside the gather: the cost model prices
+    them separately, on the compute roof (a GQA group of 4 read as bandwidth would charge a
+    model with groups of 2 for FLOPs it does not do)."""
+    return _paged_attention_call(device, KV_SEQS, KV_CONTEXT - 1, 1, KV_HEADS, KV_HEADS)
+
+
+ATTN_SEQS, ATTN_HEADS, ATTN_CONTEXT, ATTN_FEW, ATTN_MANY = 4, 4, 1024, 8, 64
+
+
+def attention_probe(device: str, queries: int):
+    """The engine's paged attention verifying a chain of `queries` tokens in each of ATTN_SEQS
+    sequences after ATTN_CONTEXT keys (ATTN_HEADS query heads on KV_HEADS // 4 KV heads of
+    KV_DIM, the trained family's shape; fp32): the padded fused path a batch of chains or trees
+    takes."""
+    return _paged_attention_call(device, ATTN_SEQS, ATTN_CONTEXT, queries, ATTN_HEADS, KV_HEADS // 4)
+
+
+def _paged_attention_call(device: str, seqs: int, context: int, queries: int, heads: int, kv_heads: int):
+    """A call of the engine's paged attention (unchecked): `seqs` sequences each with `queries`
+    causal query tokens after `context` keys, `heads` query heads on `kv_heads` KV heads of
+    KV_DIM (fp32, random)."""
+    from kernels import get_ops
+    from kernels.attention import NO_TREE
+    per = context + queries
+    k = torch.randn(seqs * per, kv_heads, KV_DIM, device=device)
+    v = torch.randn(seqs * per, kv_heads, KV_DIM, device=device)
+    q = torch.randn(seqs * queries, heads, KV_DIM, device=device)
+    kv_slots = torch.arange(seqs * per, device=device).view(seqs, per)
+    lens = torch.full((seqs,), per, device=device)
+    qs = torch.arange(seqs, device=device).repeat_interleave(queries)
+    qp = torch.arange(context, per, device=device).repeat(seqs)
+    ts = torch.full((seqs,), NO_TREE, device=device)
+    anc = torch.zeros(seqs * queries, dtype=torch.int64, device=device)
+    ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
+    return lambda: ops.paged_attention(q, k, v, kv_slots, lens, qs, qp, ts, anc, 0.125)
+
+
+def attention_efficiency(t_few: float, t_many: float, gather_bw: float, peak: float) -> float:
+    """eta_attn from attention_probe with ATTN_FEW and ATTN_MANY queries per sequence over the
+    same context: the extra queries' score and value FLOPs (each query against all its
+    sequence's gathered keys, as the reference computes them) over the extra time, less the
+    reading of the few extra keys at the KV gather rate, as a fraction of the GEMM peak. The
+    probes' fixed costs and nearly all of their gathering cancel in the difference."""
+    def rect(n):  # products per sequence: its queries x its gathered keys
+        return n * (ATTN_CONTEXT + n)
+    flops = 4 * ATTN_HEADS * KV_DIM * ATTN_SEQS * (rect(ATTN_MANY) - rect(ATTN_FEW))
+    read = ATTN_SEQS * (ATTN_MANY - ATTN_FEW) * 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather_bw
+    compute = t_many - t_few - read
+    return 1.0 if compute <= 0 else min(1.0, max(0.01, flops / compute / peak))
+
+
+EW_TOKENS = 256  # tokens of the elementwise probe
+EW_SPEC = ModelSpec(name="elementwise-probe", layers=1, hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=768,
+                    vocab=256, bytes_per_weight=4, bytes_per_kv=4)  # the trained family's layer
+
+
+def elementwise_probe(device: str):
+    """One layer's elementwise passes as the engine's forward runs them, over EW_TOKENS tokens
+    of EW_SPEC's shape (fp32): the two norms, rotary embedding of q and k and their layout
+    copies, the gate's SiLU and product, the two residual adds; matmuls and attention left out.
+    Its time per sim.cost.elementwise_elems element -> `elementwise_ns`."""
+    from engine.model import NORM_EPS, ROPE_THETA, Rope
+    from kernels import get_ops
+    s, n = EW_SPEC, EW_TOKENS
+    ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
+    rope = Rope(s.head_dim, ROPE_THETA, device)
+    x = torch.randn(n, s.hidden, device=device)                                       # (n, H)
+    w = torch.ones(s.hidden, device=device)
+    qkv = torch.randn(n, (s.heads + 2 * s.kv_heads) * s.head_dim, device=device)      # (n, (nh + 2 nkv) d)
+    gu = torch.randn(n, 2 * s.ffn, device=device)                                     # (n, 2F)
+    pos = torch.arange(n, device=device)
+    nq, nk = s.heads * s.head_dim, (s.heads + s.kv_heads) * s.head_dim
+
+    def run():
+        h = ops.rms_norm(x, w, NORM_EPS)
+        q = rope(qkv[:, :nq].view(n, s.heads, s.head_dim), pos).contiguous()
+        k = rope(qkv[:, nq:nk].view(n, s.kv_heads, s.head_dim), pos).contiguous()
+        y = x + h
+        h = ops.rms_norm(y, w, NORM_EPS)
+        a = torch.nn.functional.silu(gu[:, :s.ffn]) * gu[:, s.ffn:]
+        return y + h, q, k, a
+    return run
+
+
+VERIFY_SEQS = 4  # sequences of the verify host-time probe
+
+
+def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1):
+    """A bare forward call of a tiny random model (hidden 64) with `layers` layers, `seqs`
+    sequences each with one decode token (and a chain of `nodes` drafted tokens to verify) over
+    8 keys: compute and bandwidth are negligible, so its time is host time."""
+    from engine.kv_cache import KVCache
+    from engine.model import Model, SeqQuery, StepBatch
+    spec = ModelSpec(name="probe", layers=layers, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128,
+                     vocab=256, bytes_per_weight=4, bytes_per_kv=4)
+    model = Model.random(spec, seed=0, device=device)
+    cache = KVCache(model.spec, seqs, 16, device)
+    chain = tuple(range(-1, nodes - 1))
+    step = StepBatch.pack([SeqQuery(tokens=[1], ctx=8, index=list(range(16 * b, 16 * b + 9)), nodes=[2] * nodes,
+                                    parents=chain, spec_slots=list(range(16 * b + 9, 16 * b + 9 + nodes)))
+                           for b in range(seqs)])
+    return lambda: model.forward(step, cache)
+
+
+def engine_step(batch: int, device: str, scheme: str = "none") -> float:
+    """Mean decode-step duration of the engine (its own clock) on a 1-layer tiny random model,
+    `batch` sequences decoding 48 tokens each after a 16-token prompt, with `scheme` (mtp: one
+    module drafting one token per step)."""
+    import tempfile
+
+    import yaml
+
+    from engine.checkpoint import resolve
+    from engine.runner import run_scheme
+    from sim.spec import load_trace
+    from sim.workload import make_requests
+    doc = {"version": 1, "name": "calibrate-step", "seed": 1, "hardware": "cpu", "model": "tiny",
+           "serving": {"max_num_seqs": batch, "max_num_batched_tokens": 4096, "page_size": 16,
+                       "kv_pages": 64 * batch, "paging": "indexshare"},
+           "workload": {"requests": batch, "arrival": {"process": "closed", "concurrency": batch},
+                        "prompt_tokens": {"dist": "fixed", "value": 16},
+                        "output_tokens": {"dist": "fixed", "value": 48}},
+           "speculation": [{"scheme": scheme} | ({"depth": 1} if scheme == "mtp" else {})],
+           "engine": {"checkpoint": {"random_shape": "tiny", "layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2,
+                                     "head_dim": 16, "ffn": 128, "vocab": 256}, "device": device}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        trace = load_trace(path)
+    source = resolve(trace)
+    model = source.build()
+    res = run_scheme(trace, trace.speculation[0], make_requests(trace.workload, trace.seed), model,
+                     drafters=source.drafters(model) if scheme != "none" else None)
+    cols = res.result.steps.columns()
+    decode = cols["duration"][(cols["batch_size"] == batch) & (cols["prefill_tokens"] == 0)]
+    return float(statistics.mean(decode))
+
+
+def allocator_op() -> float:
+    from sim.kv import KVAllocator
+    kv = KVAllocator(4096, 16, "indexshare")
+    t0 = time.perf_counter()
+    for i in range(2000):
+        kv.grow(i, 16)  # one page each
+        kv.release(i)
+    return (time.perf_counter() - t0) / 4000
