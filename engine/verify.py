@@ -362,15 +362,15 @@ def _longest_accepted_path(ok: torch.Tensor, parents: list[int]):
     if T == 0:
         z = torch.zeros(B, dtype=torch.int64, device=dev)
         return z - 1, torch.full((B, 0), -1, dtype=torch.int64, device=dev), z
-    on_path = torch.zeros_like(ok)
-    for i, a in enumerate(parents):
-        on_path[:, i] = ok[:, i] if a < 0 else ok[:, i] & on_path[:, a]
+    anc_t = torch.tensor(anc, dtype=torch.int64, device=dev).reshape(T + 1, D)
+    # node i is on an accepted path if every node on root -> i passes (padding -1 reads the True column)
+    ok_pad = torch.cat([ok, torch.ones((B, 1), dtype=torch.bool, device=dev)], 1)  # (B, T+1)
+    on_path = ok_pad[:, anc_t[1:]].all(dim=-1)                                       # (B, T)
     depth_t = torch.tensor(depth, dtype=torch.int64, device=dev)
     score = torch.where(on_path, depth_t, 0)
     best_depth = score.max(dim=-1).values
     best = torch.argmax(score, dim=-1)          # argmax returns the first maximal index
     end = torch.where(best_depth > 0, best, -1)
-    anc_t = torch.tensor(anc, dtype=torch.int64, device=dev).reshape(T + 1, D)
     path = anc_t[end + 1]
     return end, path, best_depth
 

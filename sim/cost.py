@@ -3,8 +3,9 @@ plus its launches (attention computes at η_attn of the compute rate; on a profi
 `attn_dense`, the CPU reference, it costs the sum of the two roofs, since it gathers the paged
 keys first and then computes, and its products cover each sequence's queries x gathered keys;
 where a profile measured `elementwise_ns`, a layer's unfused elementwise passes add their time
-per activation element); a step sums its layers, the LM head, tensor-parallel all-reduces, host
-overhead, allocator operations and KV copies.
+per activation element, and where it measured `logit_ns`, the sampling or verification after
+a pass its time per logit element, LM-head rows x vocab); a step sums its layers, the LM head,
+tensor-parallel all-reduces, host overhead, allocator operations and KV copies.
 
 Every function takes per-step aggregates that may be Python numbers or numpy arrays of shape
 (steps,), so one call prices a single step or a run of k steps with the same arithmetic.
@@ -104,6 +105,7 @@ class ForwardCost:
         self.lm_flops_per_tok = 2.0 * m.head_params / tp
         self.lm_weight_bytes = m.head_params * m.bytes_per_weight / tp
         self.logit_bytes = m.vocab * LOGIT_BYTES / tp
+        self.logit_pass = m.vocab * hw.logit_s  # sampling or verifying one LM-head row (hardware.logit_s)
         self.embed_bytes_per_tok = m.hidden * m.bytes_per_weight
         # measured per-matrix matmul efficiency (hardware.gemm_rows): [(params, curve)] per layer kind
         self.curves = None
@@ -187,7 +189,7 @@ class ForwardCost:
             f_lm = self.lm_flops_per_tok * lm_tokens
             b_lm = self.lm_weight_bytes + self.logit_bytes * lm_tokens + self.embed_bytes_per_tok * tokens
             c_lm, m_lm = self._compute(f_lm, lm_tokens, "lm"), b_lm / bw
-            t = t + _max(c_lm, m_lm) + 2 * self.hw.launch_s
+            t = t + _max(c_lm, m_lm) + 2 * self.hw.launch_s + self.logit_pass * lm_tokens
             flops, nbytes = flops + f_lm, nbytes + b_lm
             c_sum, m_sum = c_sum + c_lm, m_sum + m_lm
         return t, flops, nbytes, c_sum, m_sum

@@ -119,8 +119,10 @@ class PassPricer:
 
 
 def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int) -> Cost:
-    """K heads in one pass over n last hidden states: each a residual h x h block + its own LM head."""
+    """K heads in one pass over n last hidden states: each a residual h x h block + its own LM head
+    (and the top-k over each head's logits: hardware.logit_s per element)."""
     h = target.hidden
-    host = Cost(time=drafter_host_time(hw, n, 1), flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
+    host = Cost(time=drafter_host_time(hw, n, 1) + hw.logit_s * heads * n * target.vocab, flops=0.0, bytes=0.0,
+                compute_time=0.0, memory_time=0.0)
     return add(linear_cost(h, h, n, target, hw, tp, count=heads), linear_cost(h, target.vocab, n, target, hw, tp, count=heads),
                host)

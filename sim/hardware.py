@@ -61,6 +61,9 @@ class HardwareSpec:
     # embedding, gating, residual adds: sim.cost.elementwise_elems per token), added to the
     # layer's matmuls; 0 where those passes are fused or hide under the roofline (the GPU presets)
     elementwise_s: float = 0.0
+    # time per logit element that the sampling or verification after a pass reads (the argmax,
+    # top-k or softmax over each LM-head row: rows x vocab); 0 where it hides under the roofline
+    logit_s: float = 0.0
 
     def peak(self, dtype: str) -> float:
         """Peak dense FLOP/s for a compute dtype, falling back to the next wider supported one."""
@@ -90,14 +93,15 @@ class HardwareSpec:
                 "pass_overhead_us": self.pass_overhead_s * us, "multi_query_us": self.multi_query_s * us,
                 "batch_query_us": self.batch_query_s * us,
                 "draft_seq_us": self.draft_seq_s * us, "eta_attn": self.eta_attn,
-                "attn_dense": self.attn_dense, "elementwise_ns": self.elementwise_s * 1e9} | table
+                "attn_dense": self.attn_dense, "elementwise_ns": self.elementwise_s * 1e9,
+                "logit_ns": self.logit_s * 1e9} | table
 
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "gemm_rows", "multi_query_us", "batch_query_us", "draft_seq_us", "eta_attn", "attn_dense",
-         "elementwise_ns")
+         "elementwise_ns", "logit_ns")
 
 
 def preset_names() -> list[str]:
@@ -168,6 +172,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         eta_attn=num("eta_attn", 1.0, hi=1.0, lo_open=True),
         attn_dense=f["attn_dense"].boolean() if "attn_dense" in f else None,
         elementwise_s=num("elementwise_ns", 1e-9, hi=1e6),
+        logit_s=num("logit_ns", 1e-9, hi=1e6),
     )
     defaults = {f.name: f.default for f in fields(HardwareSpec) if f.default is not MISSING}  # the optional fields
     defaults |= dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,

@@ -26,13 +26,19 @@ def request_arrays(result: RunResult) -> dict[str, np.ndarray]:
             "preemptions": f("preemptions")}
 
 
+def latencies(r: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(TTFT per request, TPOT per request with more than one output token) from request_arrays."""
+    out_tok = r["output_tokens"]
+    multi = out_tok > 1
+    return r["first_token"] - r["arrival"], (r["finish"][multi] - r["first_token"][multi]) / (out_tok[multi] - 1)
+
+
 def summarize(result: RunResult, trace: TraceSpec) -> dict:
     r = request_arrays(result)
     cols = result.steps.columns()
     out_tok = r["output_tokens"]
-    ttft = r["first_token"] - r["arrival"]
+    ttft, tpot = latencies(r)
     multi = out_tok > 1
-    tpot = (r["finish"][multi] - r["first_token"][multi]) / (out_tok[multi] - 1)
     e2e = r["finish"] - r["arrival"]
     duration = result.duration
     busy = float(cols["duration"].sum())

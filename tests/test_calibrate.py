@@ -31,6 +31,7 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     assert hw.draft_seq_s == pytest.approx(m["draft_seq_s"], rel=1e-2, abs=1e-7)
     assert hw.eta_attn == pytest.approx(m["eta_attn"], abs=1e-4) and hw.attn_dense
     assert hw.elementwise_s == pytest.approx(m["elementwise_s"], rel=1e-3)
+    assert 1e-12 < m["logit_s"] < 1e-7 and hw.logit_s == pytest.approx(m["logit_s"], rel=1e-3)
     assert [b for b, _ in hw.gemm_rows] == [32 * 1024, 128 * 1024]
     assert hw.gemm_rows[0][1] == tuple((r, f) for r, f in m["gemm_rows"][32])
 
@@ -74,3 +75,15 @@ def test_attention_efficiency_recovers_the_rate_it_was_built_from():
     assert attention_efficiency(t(ATTN_FEW), t(ATTN_MANY), gather, peak) == pytest.approx(eta)
     # the extra time no more than the extra reads: products are not what limits it
     assert attention_efficiency(1e-3, 1e-3, gather, peak) == 1.0
+
+
+def test_logit_time_is_the_slope_over_the_vocabulary():
+    """Probe times built from a fixed cost (the tree walk) and a cost per logit element give that
+    cost back; no growth reads 0."""
+    from validation.probes import LOGIT_NODES, LOGIT_SEQS, LOGIT_VOCABS, logit_probe, logit_time
+    per, fixed = 2.5e-9, 4e-4
+    t = [fixed + per * LOGIT_SEQS * (LOGIT_NODES + 1) * v for v in LOGIT_VOCABS]
+    assert logit_time(*t) == pytest.approx(per)
+    assert logit_time(1e-3, 9e-4) == 0.0
+    tokens, n, path = logit_probe("cpu", 64)()  # the engine's own verification runs on it
+    assert tokens.shape[0] == LOGIT_SEQS and all(1 <= k <= LOGIT_NODES + 1 for k in n.tolist())

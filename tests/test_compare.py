@@ -1,9 +1,10 @@
 """validation.compare: acceptance rates from engine counts, signed errors, and one tiny end-to-end run."""
 import json
+from types import SimpleNamespace
 
 import pytest
 
-from validation.compare import METRICS, compare, errors, median_runs, per_depth_rates
+from validation.compare import METRICS, compare, errors, per_depth_rates, pool_runs
 from tests.helpers import write_trace
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -32,14 +33,32 @@ def test_errors_are_signed_relative():
     assert (1 + err["throughput_tok_s"]) * (1 + err["steps"]) * (1 + err["step_time"]) == pytest.approx(1.0)
 
 
-def test_repeated_engine_runs_are_compared_at_their_median():
-    def report(*thr):
-        return {"model": {}, "runs": [{"label": f"s{i}", "summary": {"throughput_tok_s": t}} for i, t in enumerate(thr)]}
-    three = median_runs([report(10.0, 5.0), report(30.0, 4.0), report(20.0, 6.0)])
-    assert [r["summary"]["throughput_tok_s"] for r in three["runs"]] == [20.0, 5.0]
-    assert three["runs"][0]["throughputs"] == [10.0, 30.0, 20.0]
-    two = median_runs([report(10.0), report(30.0)])  # of two, the faster
-    assert two["runs"][0]["summary"]["throughput_tok_s"] == 30.0
+def test_repeated_engine_runs_are_pooled_end_to_end():
+    def seq(i, first, finish):  # 128-token prompt, 5 output tokens, arriving at 0
+        return SimpleNamespace(id=i, arrival=0.0, first_token=first, finish=finish, prompt=128, output=5, steps=4,
+                               preemptions=0)
+
+    def run(duration, steps, allocs, first, accepted):
+        seqs = [seq(0, first, first + 4 * 0.1), seq(1, 2 * first, 2 * first + 4 * 0.3)]
+        summary = {"throughput_tok_s": 10 / duration, "output_tokens": 10, "duration_s": duration, "steps": steps,
+                   "ttft_s": {}, "tpot_s": {}, "allocator": {"page_allocs": allocs, "page_frees": allocs, "peak_pages": 4}}
+        result = SimpleNamespace(seqs=seqs, acceptance={(2, accepted): 3}, decode_seq_steps=4)
+        return ({"model": {}, "runs": [{"label": "mtp", "concurrency": 2, "summary": summary}]},
+                {"mtp-2": SimpleNamespace(result=result)})
+
+    (r1, e1), (r2, e2) = run(1.0, 10, 6, 0.1, 1), run(3.0, 11, 8, 0.2, 2)
+    s = pool_runs([r1, r2], [e1, e2])["runs"][0]
+    # 20 tokens over 4 seconds, not the median or the mean of 10 and 3.33 tok/s
+    assert s["summary"]["throughput_tok_s"] == pytest.approx(5.0)
+    assert s["throughputs"] == pytest.approx([10.0, 10 / 3])
+    assert s["summary"]["duration_s"] == 2.0 and s["summary"]["steps"] == 10.5
+    assert s["summary"]["allocator"]["page_allocs"] == 7.0 and s["summary"]["pooled_runs"] == 2
+    # percentiles over the four requests of both runs
+    assert s["summary"]["ttft_s"]["p50"] == pytest.approx(0.2)  # of 0.1, 0.2, 0.2, 0.4
+    assert s["summary"]["tpot_s"]["p50"] == pytest.approx(0.2)  # of 0.1, 0.3, 0.1, 0.3
+    # the accepted-drafts histogram sums the runs, undrafted decode steps counted as rejections
+    assert s["acceptance"]["histogram"] == {"0": 2, "1": 3, "2": 3}
+    assert r1["runs"][0]["summary"]["steps"] == 10  # the runs' own reports untouched
 
 
 def test_end_to_end_on_a_tiny_trace(tmp_path):

@@ -242,10 +242,11 @@ def test_attention_efficiency_and_dense_reference_attention(w):
 
 
 def test_attention_fields_round_trip(tmp_path):
-    h = device("cpu", eta_attn=0.3, attn_dense=True, batch_query_us=120.0, elementwise_ns=1.5)
+    h = device("cpu", eta_attn=0.3, attn_dense=True, batch_query_us=120.0, elementwise_ns=1.5, logit_ns=2.5)
     h2 = round_trip(h, tmp_path)
     assert h2.eta_attn == pytest.approx(0.3) and h2.attn_dense is True
     assert h2.batch_query_s == pytest.approx(120e-6) and h2.elementwise_s == pytest.approx(1.5e-9)
+    assert h2.logit_s == pytest.approx(2.5e-9)
     assert device("h100-sxm").eta_attn == 1.0 and device("h100-sxm").attn_dense is False
 
 
@@ -271,3 +272,23 @@ def test_elementwise_passes_add_per_token_and_layer():
         d = ForwardCost(m, extra)(w).time - ForwardCost(m, base)(w).time
         assert d == pytest.approx(m.layers * tokens * elementwise_elems(m)[0] * 2e-9, rel=1e-9)
     assert device("h100-sxm").elementwise_s == 0.0
+
+
+def test_logit_passes_add_per_lm_row_and_vocab_entry():
+    """logit_ns prices the sampling or verification after a pass per logit element (LM-head rows
+    x vocab), whatever the rest of the work; Medusa's heads pay it per head; 0 (every preset)
+    adds nothing, and a pass without an LM head has no logits."""
+    from sim.drafters import medusa_cost
+    m = model("tiny")
+    base, extra = device("cpu"), device("cpu", logit_ns=3.0)
+    for tokens, lm in ((1, 1), (40, 40), (128, 1)):
+        w = Work(tokens=tokens, seqs=1, pairs=tokens * 100, kv_read=100, lm_tokens=lm)
+        d = ForwardCost(m, extra)(w).time - ForwardCost(m, base)(w).time
+        assert d == pytest.approx(lm * m.vocab * 3e-9, rel=1e-9)
+        assert ForwardCost(m, extra, lm_head=False)(w).time == ForwardCost(m, base, lm_head=False)(w).time
+    d = medusa_cost(m, extra, 1, 4, 3).time - medusa_cost(m, base, 1, 4, 3).time
+    assert d == pytest.approx(4 * 3 * m.vocab * 3e-9, rel=1e-9)
+    assert device("h100-sxm").logit_s == 0.0
+    from sim.errors import SpecError
+    with pytest.raises(SpecError, match="logit_ns"):
+        device("cpu", logit_ns=-1.0)

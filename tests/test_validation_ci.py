@@ -1,8 +1,8 @@
 """Issue 7's CI form of the validation: `python -m validation compare --calibrate --repeats 3` runs
 a small trace through the engine (three times) and the simulator at concurrency 1, pricing the
 simulator with a profile whose calibration probes ran a few at a time before each scheme's
-engine run; each scheme is compared at its median run. The end-to-end errors must stay within stated
-bounds:
+engine run; each scheme's three runs are pooled (all tokens over all time). The end-to-end errors
+must stay within stated bounds:
 
 * THROUGHPUT_BOUND on each scheme's throughput. On the shared 2-core development VM, whose speed
   drifts by a third within minutes, ten runs of this test with the calibration inside

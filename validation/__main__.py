@@ -16,7 +16,7 @@ def main(argv=None) -> int:
     c.add_argument("trace", type=Path)
     c.add_argument("--out", type=Path, required=True)
     c.add_argument("--hardware", type=Path, default=None, help="measured profile (default traces/hardware/cpu-measured.yaml)")
-    c.add_argument("--repeats", type=int, default=1, help="engine runs of the trace (each run compared at its median)")
+    c.add_argument("--repeats", type=int, default=1, help="engine runs of the trace (pooled: all their tokens over all their time)")
     c.add_argument("--calibrate", action="store_true",
                    help="measure the profile with calibration probes run before each scheme's engine run")
     st = sub.add_parser("steptime", help="time the engine's forward over a grid and compare with the simulator")

@@ -48,7 +48,12 @@ steptime` and `python -m validation compare --calibrate` run the probes a few at
 - elementwise passes (CPU): one layer's norms, rotary embedding, gating and residual adds as
   the engine runs them, unfused, over 256 tokens of the family's shape, per activation element
   (sim.cost.elementwise_elems) -> `elementwise_ns`, which the cost model adds to the matmuls (a
-  128-token prefill of the family spends about 40% of its time in such passes); 0 on a GPU.
+  128-token prefill of the family spends about 40% of its time in such passes); 0 on a GPU;
+- logits: the engine's greedy verification of 4 sequences' 31-node trees (the rows stacked out
+  of the logits, the argmax and the tree walk) over vocabularies of 1,024 and 8,192, the extra
+  time per extra logit element -> `logit_ns`, which the cost model charges for every LM-head
+  row a pass computes (verification, or a drafter's top-k or sampling). A 60-node EAGLE-2 tree
+  over the family's 4,096 tokens at concurrency 4 reads 1M logits a step (about 2.5 ms here).
 On a GPU the same probes run on the device (bf16 GEMM as well; no matmul curves: its small-M
 products are bandwidth-bound, which the roofline prices) and the file is named after it.
 """
@@ -67,9 +72,10 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 
 from sim.cost import KERNELS_PER_LAYER, elementwise_elems  # noqa: E402
-from validation.probes import (ATTN_FEW, ATTN_MANY, EW_SPEC, EW_TOKENS, KV_GATHER_BYTES, VERIFY_SEQS,  # noqa: E402
-                               allocator_op, attention_efficiency, attention_probe, elementwise_probe,
-                               engine_step, forward_probe, kv_gather_probe, matmul_probes, mean_time)
+from validation.probes import (ATTN_FEW, ATTN_MANY, EW_SPEC, EW_TOKENS, KV_GATHER_BYTES, LOGIT_VOCABS,  # noqa: E402
+                               VERIFY_SEQS, allocator_op, attention_efficiency, attention_probe, elementwise_probe,
+                               engine_step, forward_probe, kv_gather_probe, logit_probe, logit_time, matmul_probes,
+                               mean_time)
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_SIZES = ((256, 768), (512, 2048), (1024, 4096), (2048, 8192))  # (k, n): 0.75, 4, 16, 64 MiB fp32
@@ -120,6 +126,7 @@ class Calibration:
         probes |= {("curve", *key): timed(fn, 2) for key, (fn, _) in self.curves.items()}
         probes |= {("half", *key): timed(fn, 2) for key, (fn, _) in self.halves.items()}
         probes["kv_gather"] = timed(kv_gather_probe(device), 2)
+        probes |= {f"logits{v}": timed(logit_probe(device, v), 3) for v in LOGIT_VOCABS}
         # the torch reference (CPU) gathers the keys, then computes; the GPU kernel's products at
         # this size take microseconds, so it keeps eta_attn 1 (the roofline) unmeasured
         self.serial = device == "cpu"
@@ -187,6 +194,8 @@ class Calibration:
                                                peak) if self.serial else 1.0
         out["attn_dense"] = self.serial
         out["elementwise_s"] = t["elementwise"] / (EW_TOKENS * elementwise_elems(EW_SPEC)[0]) if self.serial else 0.0
+        # (the engine-step probes' own 256-entry logits, under a microsecond a sequence, stay in seq_s)
+        out["logit_s"] = logit_time(*(t[f"logits{v}"] for v in LOGIT_VOCABS))
         return out
 
 
@@ -212,7 +221,7 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
 # paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s; verify attention products at
 # {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}; elementwise passes
-# {m['elementwise_s'] * 1e9:.2f} ns per activation element.
+# {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element.
 description: {name} (measured)
 tflops: {{fp32: {fp32:.5f}, bf16: {bf16:.5f}}}
 memory_tb_s: {peak_bw / 1e12:.6f}
@@ -230,6 +239,7 @@ gemm_half_rows: {m['gemm_half_rows']:.2f}
 eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
 eta_attn: {m['eta_attn']:.4f}
 elementwise_ns: {m['elementwise_s'] * 1e9:.4f}
+logit_ns: {m['logit_s'] * 1e9:.4f}
 attn_dense: {'true' if m['attn_dense'] else 'false'}
 pass_overhead_us: {m['pass_s'] * 1e6:.1f}
 multi_query_us: {m['multi_query_s'] * 1e6:.1f}

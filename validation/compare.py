@@ -2,9 +2,10 @@
 (DESIGN.md §8.4): `python -m validation compare traces/x.yaml --out DIR [--hardware PROFILE]`.
 
 1. The engine runs the trace (its report under DIR/engine), `--repeats N` times (under
-   DIR/engine/runN); each scheme and concurrency is compared with its median run by throughput
-   (of two, the faster), and every run's throughput is kept in the comparison
-   ("engine_throughputs"). With `--calibrate`, validation.calibrate's probes run a few at a time
+   DIR/engine/runN); each scheme and concurrency is compared with its runs pooled as if they had
+   run end to end (`pool_runs`: all tokens over all their time, latency percentiles over all
+   their requests), and every run's throughput is kept in the comparison ("engine_throughputs").
+   With `--calibrate`, validation.calibrate's probes run a few at a time
    before each scheme's run (CALIBRATION_CYCLES cycles of them per engine run of the trace, the
    last cycle completed at the end), and the simulator is priced with the profile they measure
    (DIR/measured-hardware.yaml): on a host whose speed swings by up to 1.8x in spells of about
@@ -27,12 +28,15 @@
 """
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
 import yaml
 
+from sim.metrics import dist, latencies, request_arrays
 from sim.models import ModelSpec
 from sim.report import acceptance_entry
 from validation.measure import drafted_counts, histogram_distance, per_depth_rates, profile
@@ -90,16 +94,41 @@ def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measure
     return doc
 
 
-def median_runs(reports: list[dict]) -> dict:
-    """One engine report from several runs of the same trace: per scheme and concurrency the
-    median run by throughput (of an even number, the faster middle one), each entry noting every
-    run's throughput."""
+def pool_runs(reports: list[dict], results: list[dict]) -> dict:
+    """One engine report from several runs of the same trace, pooled as if they had run end to
+    end, so that the machine's slow and fast spells weigh by the time they took (the profile the
+    simulator is priced with is a mean over the same minutes). Per scheme and concurrency:
+    throughput is every run's output tokens over their summed durations, TTFT and TPOT
+    percentiles are over every run's requests, duration, steps, allocator operations and peak
+    pages are means, and the accepted-drafts histogram sums the runs' (counted as the simulator
+    drafts: validation.measure.drafted_counts). `results`: each run's {run tag: EngineResult}.
+    Each entry keeps every run's throughput; the summary's other fields are the first run's."""
     merged = dict(reports[0])
     runs = []
-    for i in range(len(reports[0]["runs"])):
+    for i, first in enumerate(reports[0]["runs"]):
         same = [rep["runs"][i] for rep in reports]
-        ranked = sorted(same, key=lambda r: -r["summary"]["throughput_tok_s"])
-        runs.append({**ranked[(len(same) - 1) // 2], "throughputs": [r["summary"]["throughput_tok_s"] for r in same]})
+        tag = f"{first['label']}-{first['concurrency'] or 'open'}"
+        res = [by_tag[tag].result for by_tag in results]
+        n = len(same)
+        s = copy.deepcopy(first["summary"])
+        dur = sum(r["summary"]["duration_s"] for r in same)
+        s["duration_s"] = dur / n
+        s["throughput_tok_s"] = sum(r["summary"]["output_tokens"] for r in same) / dur
+        lat = [latencies(request_arrays(x)) for x in res]
+        s["ttft_s"] = dist(np.concatenate([t for t, _ in lat]))
+        s["tpot_s"] = dist(np.concatenate([p for _, p in lat]))
+        s["steps"] = sum(r["summary"]["steps"] for r in same) / n
+        for key in ("page_allocs", "page_frees", "peak_pages"):
+            s["allocator"][key] = sum(r["summary"]["allocator"][key] for r in same) / n
+        s["pooled_runs"] = n
+        entry = {**first, "summary": s, "throughputs": [r["summary"]["throughput_tok_s"] for r in same]}
+        counts: dict = {}
+        for x in res:
+            for key, c in drafted_counts(x).items():
+                counts[key] = counts.get(key, 0) + c
+        if counts:
+            entry["acceptance"] = acceptance_entry(counts)
+        runs.append(entry)
     merged["runs"] = runs
     return merged
 
@@ -118,25 +147,21 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         if cal is not None else None
     hists: dict[str, dict] = {}
     ranks: dict[str, dict] = {}
-    reports = []
+    reports, results = [], []
     for i in range(repeats):
-        report, results = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress,
-                                     between=between)
+        report, by_tag = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress,
+                                    between=between)
         reports.append(report)
-        for tag, res in results.items():  # acceptance pooled over every run
+        results.append(by_tag)
+        for tag, res in by_tag.items():  # acceptance pooled over every run
             label = tag.rsplit("-", 1)[0]
             hist = hists.setdefault(label, {})
             rk = ranks.setdefault(label, {})
             for key, n in res.ranks.items():
                 rk[key] = rk.get(key, 0) + n
-            counts = drafted_counts(res.result)
-            for key, n in counts.items():
+            for key, n in drafted_counts(res.result).items():
                 hist[key] = hist.get(key, 0) + n
-            if counts != (res.result.acceptance or {}):  # compared with the simulator's, which drafts at every step
-                run = next(r for r in report["runs"] if f"{r['label']}-{r['concurrency'] or 'open'}" == tag)
-                if "acceptance" in run:
-                    run["acceptance"] = acceptance_entry(counts)
-    engine_report = median_runs(reports)
+    engine_report = pool_runs(reports, results)
     if cal is not None:
         cal.complete()
         out.mkdir(parents=True, exist_ok=True)

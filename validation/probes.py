@@ -137,6 +137,33 @@ def elementwise_probe(device: str):
     return run
 
 
+LOGIT_SEQS, LOGIT_NODES, LOGIT_VOCABS = 4, 31, (1024, 8192)
+
+
+def logit_probe(device: str, vocab: int):
+    """The engine's greedy verification of one group of LOGIT_SEQS sequences, each a binary tree
+    of LOGIT_NODES drafted nodes, over a vocabulary of `vocab` (fp32 logits): the rows stacked
+    out of the forward's logits, then engine.verify.verify_tree_greedy, as the runner does. The
+    difference between LOGIT_VOCABS' two vocabularies over the extra logit elements ->
+    `logit_ns` (the tree walk's fixed cost cancels)."""
+    from engine.verify import verify_tree_greedy
+    rows = LOGIT_NODES + 1
+    logits = torch.randn(LOGIT_SEQS * rows, vocab, device=device)                     # (B (T+1), V)
+    drafts = torch.randint(0, vocab, (LOGIT_SEQS, LOGIT_NODES), device=device)         # (B, T)
+    parents = [(i - 1) // 2 for i in range(LOGIT_NODES)]
+
+    def run():
+        group = torch.stack([logits[b * rows:(b + 1) * rows] for b in range(LOGIT_SEQS)])  # (B, T+1, V)
+        return verify_tree_greedy(group, drafts, parents)
+    return run
+
+
+def logit_time(t_small: float, t_large: float) -> float:
+    """Seconds per logit element from logit_probe at LOGIT_VOCABS' two sizes (0 if not slower)."""
+    small, large = LOGIT_VOCABS
+    return max(0.0, (t_large - t_small) / (LOGIT_SEQS * (LOGIT_NODES + 1) * (large - small)))
+
+
 VERIFY_SEQS = 4  # sequences of the verify host-time probe
 
 

@@ -117,7 +117,8 @@ def predict(spec, hw, p: dict) -> float:
     """The forward pass alone, as timed: its layers and LM head plus one pass's host time (the
     engine's step adds scheduling, verification and commit: host_time, which the end-to-end
     comparison checks)."""
-    return float(ForwardCost(spec, hw)(work_of(p)).time + hw.pass_overhead_s)
+    bare = replace(hw, logit_s=0.0)  # a bare forward call: nothing samples or verifies its logits
+    return float(ForwardCost(spec, bare)(work_of(p)).time + hw.pass_overhead_s)
 
 
 def summary(errs: list[float]) -> dict:
