@@ -49,16 +49,26 @@ def test_ticks_run_the_cycle_a_few_probes_at_a_time():
     cal = Calibration(size_mb=8, gemm_n=64)
     order = list(cal.probes)
     cal.tick(3)
-    assert [len(cal.samples[k]) for k in order] == [1, 1, 1] + [0] * (len(order) - 3)
+    assert [cal.calls[k] for k in order] == [1, 1, 1] + [0] * (len(order) - 3)
+    assert set(cal.samples) == set(order[:3])  # single figures so far
     cal.complete()
-    assert {len(v) for v in cal.samples.values()} == {1}
+    assert set(cal.calls.values()) == {1} and {len(v) for v in cal.samples.values()} == {1}
     cal.complete()  # a finished cycle stays as it is
-    assert {len(v) for v in cal.samples.values()} == {1}
+    assert set(cal.calls.values()) == {1}
     cal.tick(len(order) + 2)  # wraps round: a second call of every probe, a third of the first two
-    assert [len(cal.samples[k]) for k in order[:3]] == [3, 3, 2]
+    assert [cal.calls[k] for k in order[:3]] == [3, 3, 2]
     cal.complete()
     assert {len(v) for v in cal.samples.values()} == {3}
     assert cal.figures()["rounds"] == 3
+    # paired probes give every figure of the pair from one call
+    assert {"forward1", "forward6", "verifies6", "engine16", "mtp1", "logits1024", "attn64"} <= set(cal.samples)
+
+
+def test_interleaved_times_alternate_the_calls():
+    from validation.probes import interleaved_times
+    log = []
+    got = interleaved_times({"a": lambda: log.append("a"), "b": lambda: log.append("b")}, "cpu", 3)
+    assert log == ["a", "b"] * 3 and set(got) == {"a", "b"} and all(t >= 0 for t in got.values())
 
 
 def test_attention_efficiency_recovers_the_rate_it_was_built_from():

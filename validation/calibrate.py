@@ -8,7 +8,12 @@ engine's steps run). This host's speed swings by up to 1.8x in spells of about t
 tiny model's decode forward read 3.4-6.6 ms in 2-second windows, a Python loop beside it moved
 with it), so a profile is only good for the moments it was measured in: `python -m validation
 steptime` and `python -m validation compare --calibrate` run the probes a few at a time
-(`Calibration.tick`, `spread`) between what they measure, and predict from that profile.
+(`Calibration.tick`, `spread`) between what they measure, and predict from that profile. The
+probes whose differences make a figure (1 against 6 layers, 1 against 16 sequences, 8 against 64
+queries, two vocabularies) run as one probe, their calls interleaved one by one
+(`validation.probes.interleaved_times`; the engine-step runs back to back), so that a difference
+never spans a change of the host's speed: taken seconds apart, the per-layer host time read 60 to
+110 us per launch between calibrations.
 - copy bandwidth: `dst.copy_(src)` on a large fp32 tensor, 2 x size / time;
 - weight streaming: a matrix-vector product over a large fp32 matrix (what batch-1 decode does),
   matrix bytes / time. `memory_tb_s` is the larger of the two and `eta_memory` the streaming
@@ -74,8 +79,8 @@ import torch  # noqa: E402
 from sim.cost import KERNELS_PER_LAYER, elementwise_elems  # noqa: E402
 from validation.probes import (ATTN_FEW, ATTN_MANY, EW_SPEC, EW_TOKENS, KV_GATHER_BYTES, LOGIT_VOCABS,  # noqa: E402
                                VERIFY_SEQS, allocator_op, attention_efficiency, attention_probe, elementwise_probe,
-                               engine_step, forward_probe, kv_gather_probe, logit_probe, logit_time, matmul_probes,
-                               mean_time)
+                               engine_step, forward_probe, interleaved_times, kv_gather_probe, logit_probe,
+                               logit_time, matmul_probes, mean_time)
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_SIZES = ((256, 768), (512, 2048), (1024, 4096), (2048, 8192))  # (k, n): 0.75, 4, 16, 64 MiB fp32
@@ -110,33 +115,40 @@ class Calibration:
         def timed(fn, calls: int = 1):
             return lambda: mean_time(fn, device, calls, warm=False)
 
+        def paired(fns: dict, calls: int):
+            return lambda: interleaved_times(fns, device, calls)
+
+        # a probe gives one figure, or (a dict of callables) the figures whose differences a
+        # figure is: their calls interleaved one by one, so the difference sees one moment
         probes = {"copy": timed(lambda: dst.copy_(src)), "stream": timed(lambda: mat @ vec),
                   "launch": timed(lambda: one.add_(0.0), 50)}
         probes |= {f"gemm_{k}": timed(lambda x=x, y=y: x @ y, 3) for k, (x, y) in gemms.items()}
-        probes |= {f"forward{k}": timed(forward_probe(k, device), 10) for k in (1, DEEP)}
-        probes |= {f"verify{k}": timed(forward_probe(k, device, nodes=2), 10) for k in (1, DEEP)}
-        # several sequences verifying at once against the same sequences decoding (what a batch
-        # of chains or trees pays per layer beyond a decode: the padded fused-attention path)
-        probes |= {f"{kind}{k}": timed(forward_probe(k, device, nodes=nodes, seqs=VERIFY_SEQS), 10)
-                   for kind, nodes in (("decodes", 0), ("verifies", 2)) for k in (1, DEEP)}
-        probes |= {f"engine{k}": (lambda k=k: engine_step(k, device)) for k in (1, 16)}
-        probes |= {f"mtp{k}": (lambda k=k: engine_step(k, device, "mtp")) for k in (1, 16)}
+        # the host-time forwards: 1 and DEEP layers, decoding and verifying a 2-node chain, one
+        # sequence and VERIFY_SEQS (what a batch of chains or trees pays per layer beyond a
+        # decode: the padded fused-attention path)
+        probes["forwards"] = paired({f"{kind}{k}": forward_probe(k, device, nodes=nodes, seqs=seqs)
+                                     for kind, nodes, seqs in (("forward", 0, 1), ("verify", 2, 1),
+                                                               ("decodes", 0, VERIFY_SEQS), ("verifies", 2, VERIFY_SEQS))
+                                     for k in (1, DEEP)}, 10)
+        probes["engine"] = lambda: {f"{name}{k}": engine_step(k, device, scheme)
+                                    for name, scheme in (("engine", "none"), ("mtp", "mtp")) for k in (1, 16)}
         # two calls each where the working set fits in cache (the first refills what the copy
         # probe swept out; an engine step finds part of what the previous step touched)
         probes |= {("curve", *key): timed(fn, 2) for key, (fn, _) in self.curves.items()}
         probes |= {("half", *key): timed(fn, 2) for key, (fn, _) in self.halves.items()}
         probes["kv_gather"] = timed(kv_gather_probe(device), 2)
-        probes |= {f"logits{v}": timed(logit_probe(device, v), 3) for v in LOGIT_VOCABS}
+        probes["logits"] = paired({f"logits{v}": logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
         # the torch reference (CPU) gathers the keys, then computes; the GPU kernel's products at
         # this size take microseconds, so it keeps eta_attn 1 (the roofline) unmeasured
         self.serial = device == "cpu"
         if self.serial:
-            probes |= {f"attn{n}": timed(attention_probe(device, n), 2) for n in (ATTN_FEW, ATTN_MANY)}
+            probes["attn"] = paired({f"attn{n}": attention_probe(device, n) for n in (ATTN_FEW, ATTN_MANY)}, 2)
             probes["elementwise"] = timed(elementwise_probe(device), 3)
         self.probes = probes
         for fn in probes.values():  # warm-up
             fn()
-        self.samples: dict = {k: [] for k in probes}
+        self.samples: dict = {}  # figure name -> its calls' mean times
+        self.calls = {k: 0 for k in probes}
         self._order = list(probes)
         self._next = 0  # the probe the next tick runs
 
@@ -150,7 +162,10 @@ class Calibration:
         swings by up to 1.8x within seconds, in spells of about ten)."""
         for _ in range(n):
             k = self._order[self._next]
-            self.samples[k].append(self.probes[k]())
+            got = self.probes[k]()
+            for name, t in (got.items() if isinstance(got, dict) else ((k, got),)):
+                self.samples.setdefault(name, []).append(t)
+            self.calls[k] += 1
             self._next = (self._next + 1) % len(self._order)
 
     def spread(self, intervals: int, cycles: int):
@@ -161,7 +176,7 @@ class Calibration:
 
     def complete(self) -> None:
         """Finish the current cycle, so every probe has as many calls as the others (and one at least)."""
-        if self._next or not self.samples[self._order[0]]:
+        if self._next or not self.calls[self._order[0]]:
             self.tick(len(self._order) - self._next)
 
     def figures(self) -> dict:
@@ -169,7 +184,7 @@ class Calibration:
         t = {k: statistics.mean(v) for k, v in self.samples.items()}
         n3 = self.gemm_n ** 3
         out = {"copy_bw": self.copy_bytes / t["copy"], "stream_bw": self.stream_bytes / t["stream"],
-               "launch_s": t["launch"], "rounds": min(len(v) for v in self.samples.values())}
+               "launch_s": t["launch"], "rounds": min(self.calls.values())}
         out |= {f"flops_{k}": 2 * n3 / t[f"gemm_{k}"] for k in self.dtypes}
         peak = out["flops_fp32"]
         per_layer = max(0.0, (t[f"forward{DEEP}"] - t["forward1"]) / (DEEP - 1))

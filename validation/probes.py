@@ -33,6 +33,23 @@ def mean_time(fn, device: str, calls: int, warm: bool = True) -> float:
     return (time.perf_counter() - t0) / max(1, calls)
 
 
+def interleaved_times(fns: dict, device: str, calls: int) -> dict:
+    """{name: mean seconds per call} of `calls` calls of each of `fns`, the calls interleaved one
+    by one (fn a, fn b, fn a, ...): a calibration figure that is a difference of two probes (per
+    layer: 6 layers against 1) would otherwise take them seconds apart, and this host's speed
+    changes within seconds (per-layer figures read 60 to 110 us between calibrations)."""
+    sync = _timer(device)
+    total = dict.fromkeys(fns, 0.0)
+    for _ in range(max(1, calls)):
+        for name, fn in fns.items():
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            total[name] += time.perf_counter() - t0
+    return {name: t / max(1, calls) for name, t in total.items()}
+
+
 def matmul_probes(device: str, sizes, rows, pool_bytes: int = 64 << 20) -> dict:
     """{(weight KiB, M): (call, FLOPs of one product)}: `x @ W.T` (x: (M, k), W: (n, k)) over
     distinct matrices filling `pool_bytes`, as a forward pass meets each weight once (a matrix
