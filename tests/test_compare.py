@@ -58,6 +58,7 @@ def test_repeated_engine_runs_are_pooled_end_to_end():
     assert s["summary"]["tpot_s"]["p50"] == pytest.approx(0.2)  # of 0.1, 0.3, 0.1, 0.3
     # the accepted-drafts histogram sums the runs, undrafted decode steps counted as rejections
     assert s["acceptance"]["histogram"] == {"0": 2, "1": 3, "2": 3}
+    assert s["summary"]["speedup_vs_baseline"] == 1.0  # its own baseline, pooled
     assert r1["runs"][0]["summary"]["steps"] == 10  # the runs' own reports untouched
 
 

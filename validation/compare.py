@@ -38,7 +38,7 @@ import yaml
 
 from sim.metrics import dist, latencies, request_arrays
 from sim.models import ModelSpec
-from sim.report import acceptance_entry
+from sim.report import acceptance_entry, fill_speedups
 from validation.measure import drafted_counts, histogram_distance, per_depth_rates, profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,8 @@ def pool_runs(reports: list[dict], results: list[dict]) -> dict:
     percentiles are over every run's requests, duration, steps, allocator operations and peak
     pages are means, and the accepted-drafts histogram sums the runs' (counted as the simulator
     drafts: validation.measure.drafted_counts). `results`: each run's {run tag: EngineResult}.
-    Each entry keeps every run's throughput; the summary's other fields are the first run's."""
+    Each entry keeps every run's throughput, its speedup is over the pooled first scheme's at
+    the same concurrency; the summary's other fields are the first run's."""
     merged = dict(reports[0])
     runs = []
     for i, first in enumerate(reports[0]["runs"]):
@@ -129,6 +130,7 @@ def pool_runs(reports: list[dict], results: list[dict]) -> dict:
         if counts:
             entry["acceptance"] = acceptance_entry(counts)
         runs.append(entry)
+    fill_speedups(runs, runs[0]["label"])
     merged["runs"] = runs
     return merged
 
