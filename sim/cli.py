@@ -50,7 +50,7 @@ def run_levels(trace: TraceSpec, levels: list[int | None], execute, out: Path | 
         for conc in levels:
             workload = make_requests(trace.workload, trace.seed, conc)
             for scheme in trace.speculation:
-                tag = f"{scheme.label}-{conc if conc is not None else 'open'}"
+                tag = rpt.run_tag(scheme.label, conc)
                 task = bar.add_task(f"{scheme.label} @ {conc if conc is not None else 'open'}", total=len(workload.requests))
                 try:
                     res = execute(scheme, workload, tag, lambda done, total, task=task: bar.update(task, completed=done))

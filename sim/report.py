@@ -17,8 +17,13 @@ INT_COLUMNS = {"id", "prompt_tokens", "output_tokens", "steps", "preemptions", "
                "context_tokens", "accepted", "page_allocs", "page_frees"}
 
 
+def run_tag(label: str, concurrency: int | None) -> str:
+    """A run's name in file names and results: `<label>-<concurrency>`, `-open` for the trace's own arrivals."""
+    return f"{label}-{concurrency if concurrency is not None else 'open'}"
+
+
 def run_entry(trace: TraceSpec, scheme, concurrency: int | None, result: RunResult) -> dict:
-    tag = f"{scheme.label}-{concurrency if concurrency is not None else 'open'}"
+    tag = run_tag(scheme.label, concurrency)
     entry = {
         "scheme": scheme.name, "label": scheme.label, "concurrency": concurrency, "params": scheme.params(),
         "summary": summarize(result, trace),

@@ -38,7 +38,7 @@ import yaml
 
 from sim.metrics import dist, latencies, request_arrays
 from sim.models import ModelSpec
-from sim.report import acceptance_entry, fill_speedups
+from sim.report import acceptance_entry, fill_speedups, run_tag
 from validation.measure import drafted_counts, histogram_distance, per_depth_rates, profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def pool_runs(reports: list[dict], results: list[dict]) -> dict:
     runs = []
     for i, first in enumerate(reports[0]["runs"]):
         same = [rep["runs"][i] for rep in reports]
-        tag = f"{first['label']}-{first['concurrency'] or 'open'}"
+        tag = run_tag(first["label"], first["concurrency"])
         res = [by_tag[tag].result for by_tag in results]
         n = len(same)
         s = copy.deepcopy(first["summary"])
