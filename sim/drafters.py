@@ -48,12 +48,21 @@ def drafter_host_time(hw: HardwareSpec, n: int, passes: int) -> float:
     return passes * (hw.pass_overhead_s + n * hw.draft_seq_s)
 
 
-class PassPricer:
-    """Prices sequential drafter passes: pass j runs `tokens[j]` tokens for n sequences whose
-    drafter context is Σctx + (j+1)·n (each pass appends one position per sequence).
+def pass_rows(p) -> tuple[int, int]:
+    """A drafter pass as (query rows, LM-head rows): an int is a pass whose every row gets logits."""
+    return (p, p) if isinstance(p, int) else (int(p[0]), int(p[1]))
 
-    For a given (n, tokens per pass) everything but attention is fixed and attention is linear in
-    Σctx on each roof, so a compiled form evaluates a step with a few multiply-adds per pass."""
+
+class PassPricer:
+    """Prices sequential drafter passes for n sequences: pass j runs `passes[j]` rows (an int, or
+    (query rows, LM-head rows) when only some rows need logits, e.g. the committed tokens a
+    drafter catches up on) with drafter context Σctx + (j+1)·n (each pass appends one position
+    per sequence).
+
+    For a given (n, passes) everything but attention is fixed and attention is linear in Σctx on
+    each roof, so a compiled form evaluates a step with a few multiply-adds per pass."""
+
+    MAX_COMPILED = 4096  # distinct (n, passes) kept; catch-up passes after admissions vary widely
 
     def __init__(self, spec: ModelSpec, hw: HardwareSpec, tp: int, fuse_input: bool = False):
         """fuse_input: an EAGLE/MTP drafter first projects [hidden; embedding] (2h) down to h."""
@@ -61,17 +70,17 @@ class PassPricer:
         self.spec, self.hw, self.tp, self.fuse = spec, hw, tp, fuse_input
         self._compiled: dict[tuple, tuple] = {}
 
-    def _compile(self, n: int, tokens_per_pass: tuple[int, ...]) -> tuple:
+    def _compile(self, n: int, passes: tuple[tuple[int, int], ...]) -> tuple:
         """(fixed Cost of all passes, [(c0, c1, m0, m1, f0, f1, b0, b1) per pass]) such that pass j's
         attention at Σctx = x costs max(c0 + c1·x, m0 + m1·x) seconds (their sum: attn_dense), f0 + f1·x FLOPs, b0 + b1·x bytes."""
         fwd = self.fwd
         t = f = b = c = m = 0.0
         lines = []
-        t += drafter_host_time(self.hw, n, len(tokens_per_pass))
-        for j, tok in enumerate(tokens_per_pass):
-            w0 = fwd(Work(tok, n, 0, 0, tok))  # attention with no context: isolates the linear part
-            w1 = fwd(Work(tok, n, max(1, tok // max(n, 1)), 1, tok))  # one more key per sequence's query
-            base = fwd._token_part(tok, tok)
+        t += drafter_host_time(self.hw, n, len(passes))
+        for j, (tok, lm) in enumerate(passes):
+            w0 = fwd(Work(tok, n, 0, 0, lm))  # attention with no context: isolates the linear part
+            w1 = fwd(Work(tok, n, max(1, tok // max(n, 1)), 1, lm))  # one more key per sequence's query
+            base = fwd._token_part(tok, lm)
             t, f, b, c, m = t + base[0], f + base[1], b + base[2], c + base[3], m + base[4]
             t += fwd.query_host(tok, n)  # several query tokens per sequence (a tree level)
             if self.fuse:
@@ -87,23 +96,26 @@ class PassPricer:
             lines.append((c0, dc, m0, dm, f0, df, b0, db))
         return Cost(t, f, b, c, m), lines
 
-    def direct(self, n: int, ctx_sum: int, tokens_per_pass) -> Cost:
+    def direct(self, n: int, ctx_sum: int, passes) -> Cost:
         """The same price, pass by pass through the cost model (the definition; tests compare)."""
         costs = []
-        for j, tok in enumerate(tokens_per_pass):
+        for j, p in enumerate(passes):
+            tok, lm = pass_rows(p)
             kv = ctx_sum + (j + 1) * n
-            costs.append(self.fwd(Work(tok, n, kv * max(1, tok // max(n, 1)), kv, tok)))
+            costs.append(self.fwd(Work(tok, n, kv * max(1, tok // max(n, 1)), kv, lm)))
             if self.fuse:
                 h = self.spec.hidden
                 costs.append(linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp))
-        host = drafter_host_time(self.hw, n, len(tokens_per_pass))
+        host = drafter_host_time(self.hw, n, len(passes))
         return add(*costs, Cost(time=host, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0))
 
-    def __call__(self, n: int, ctx_sum: int, tokens_per_pass) -> Cost:
-        key = (n, tuple(tokens_per_pass))
+    def __call__(self, n: int, ctx_sum: int, passes) -> Cost:
+        key = (n, tuple(passes))
         comp = self._compiled.get(key)
         if comp is None:
-            comp = self._compiled[key] = self._compile(n, key[1])
+            if len(self._compiled) >= self.MAX_COMPILED:
+                self._compiled.clear()
+            comp = self._compiled[key] = self._compile(n, tuple(pass_rows(p) for p in key[1]))
         fixed, lines = comp
         t, f, b, c, m = fixed
         x = ctx_sum

@@ -35,7 +35,7 @@ class SeqState:
     """One request's progress through the replica."""
 
     __slots__ = ("id", "request", "prompt", "output", "generated", "computed", "first_token", "finish",
-                 "steps", "preemptions", "admitted", "arrival", "num_tokens")
+                 "steps", "preemptions", "admitted", "arrival", "num_tokens", "drafted")
 
     def __init__(self, request: Request, arrival: float):
         self.id = request.id
@@ -51,6 +51,9 @@ class SeqState:
         self.steps = 0
         self.preemptions = 0
         self.admitted = False
+        # committed tokens the simulator's drafter has processed (sim/speculation.py; the engine's
+        # drafters keep their own): 0 again after a preemption, whose recompute they start over
+        self.drafted = 0
 
     @property
     def remaining(self) -> int:
@@ -246,6 +249,7 @@ class Scheduler:
     def _preempt(self, seq: SeqState) -> None:
         self.kv.release(seq.id)
         seq.computed = 0
+        seq.drafted = 0
         seq.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(seq)

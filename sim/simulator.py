@@ -134,7 +134,7 @@ class Replica:
         while steady:
             seqs = sched.running
             B = len(seqs)
-            plans = spec.plan_full(B, steady) if least > steady else spec.plan(seqs)
+            plans = spec.plan_full(seqs, steady) if least > steady else spec.plan(seqs)
             tokens = pairs = kv_read = ctx_sum = n_draft = ctx_draft = 0
             for seq, plan in zip(seqs, plans):
                 ctx = seq.computed
@@ -152,8 +152,8 @@ class Replica:
             self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
             main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens))
             d = spec.depth
-            draft = spec.draft(n_draft, ctx_draft, d, () if spec.library else spec.scheme.tree(d)) if n_draft \
-                else ZERO_COST
+            draft = spec.draft(n_draft, ctx_draft, d, () if spec.library else spec.scheme.tree(d),
+                               max(spec.fresh, n_draft), spec.first) if n_draft else ZERO_COST
             dt = main.time + draft.time + host_time(hw, B, allocs + frees, copy)
             log.append(1, self.env.now, dt, B, tokens, ctx_sum, main.flops + draft.flops, main.bytes + draft.bytes,
                        bound_of(main.compute_time + draft.compute_time, main.memory_time + draft.memory_time),

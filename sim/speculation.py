@@ -37,6 +37,7 @@ class Speculator:
         self.policy = scheme.policy if scheme.policy != "goodput" else \
             Goodput(scheme.max_depth, self.expected_accepted, self.predict_step)
         self.depth = 0  # the depth chosen for the current step
+        self.fresh = self.first = 0  # the drafter's catch-up in the current step (see catch_up)
 
     # ---- trees ------------------------------------------------------------------------------
     def nodes(self, depth: int) -> int:
@@ -76,6 +77,7 @@ class Speculator:
         ctx = sum(s.computed for s in seqs) / len(seqs)
         d = self.depth = self.policy.choose(len(seqs), ctx)
         if d == 0:
+            self.fresh = self.first = 0
             return [None] * len(seqs)
         tree = self.tree
         if self.library:  # the common case inline: a whole library tree for every sequence not near its end
@@ -83,14 +85,19 @@ class Speculator:
             picks = self._picks
             if len(picks) < len(seqs):
                 picks.extend(self.pick.integers(0, len(lib), size=4096).tolist())
-            return [lib[picks.pop()] if s.output - s.generated > d else
-                    (tree(d, s.output - s.generated - 1) if s.output - s.generated > 1 else None) for s in seqs]
-        return [tree(d, s.output - s.generated - 1) if s.output - s.generated > 1 else None for s in seqs]
+            plans = [lib[picks.pop()] if s.output - s.generated > d else
+                     (tree(d, s.output - s.generated - 1) if s.output - s.generated > 1 else None) for s in seqs]
+        else:
+            plans = [tree(d, s.output - s.generated - 1) if s.output - s.generated > 1 else None for s in seqs]
+        self.fresh, self.first = catch_up(s for s, p in zip(seqs, plans) if p is not None)
+        return plans
 
-    def plan_full(self, n: int, depth: int) -> list[CompiledTree]:
-        """plan() for n sequences that all draft full trees at a known depth (the simulator's
+    def plan_full(self, seqs, depth: int) -> list[CompiledTree]:
+        """plan() for sequences that all draft full trees at a known depth (the simulator's
         steady runs): the same draws in the same order, without the per-sequence checks."""
         self.depth = depth
+        self.fresh, self.first = catch_up(seqs)
+        n = len(seqs)
         if self.library:
             lib = self.library.trees(depth)
             picks = self._picks
@@ -109,7 +116,7 @@ class Speculator:
         if not n:
             return ZERO_COST
         d = self.depth
-        return self.draft(n, ctx, d, () if self.library else self.scheme.tree(d))
+        return self.draft(n, ctx, d, () if self.library else self.scheme.tree(d), max(self.fresh, n), self.first)
 
     def predict_step(self, batch: int, context: float, depth: int) -> float:
         """Predicted time of a step of `batch` decoding sequences at a mean context, drafting at
@@ -120,11 +127,28 @@ class Speculator:
         work = Work(tokens=tokens, seqs=batch, pairs=tokens * (ctx + 1) + batch * nodes * max(depth, 1),
                     kv_read=batch * (ctx + 1), lm_tokens=tokens)
         t = self.target(work).time + host_time(self.trace.hardware, batch)
-        if depth:
-            t += self.draft(batch, batch * ctx, depth, () if self.library else self.scheme.tree(depth)).time
+        if depth:  # in steady decoding a drafter catches up on the last step's accepted drafts + 1
+            fresh = round(batch * (1 + self.expected_accepted(depth)))
+            t += self.draft(batch, batch * ctx, depth, () if self.library else self.scheme.tree(depth), fresh, 0).time
         return t
 
     # ---- acceptance (simulator) -------------------------------------------------------------
     def accept(self, batch) -> list[list[int]]:
         rnd = self.random
         return [plan.sample(rnd) if plan is not None else [] for plan in batch.plans]
+
+
+def catch_up(seqs) -> tuple[int, int]:
+    """(Σ over drafting sequences of the committed tokens their drafter has not processed, at
+    least 1 each since the last committed entry always reruns; how many draft for the first time
+    since admission or preemption), marking the tokens processed. As the engine's drafters: the
+    whole context at a first draft, then the last step's accepted drafts + 1 (engine/drafting:
+    each drafter's `done`)."""
+    fresh = first = 0
+    for s in seqs:
+        c, done = s.computed, s.drafted
+        if not done:
+            first += 1
+        fresh += c - done if c - done > 1 else 1
+        s.drafted = c
+    return fresh, first

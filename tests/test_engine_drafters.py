@@ -126,3 +126,56 @@ def test_sampled_runs_of_every_scheme_complete(tmp_path):
                   workload={**BASE["workload"], "temperature": 1.0})
     for label, r in res.items():
         assert all(len(t) == s.output for s in r.result.seqs for t in [r.tokens[s.id]]), label
+
+
+@pytest.mark.parametrize("pages", [256, 14])
+def test_the_simulator_prices_the_passes_the_engine_drafters_run(tmp_path, monkeypatch, pages):
+    """Each model drafter's forward passes in each step, as (query rows, LM-head rows), are the
+    ones its scheme prices in the simulator (`passes`), given the simulator's catch-up count for
+    the same sequences: the whole context at a first draft, then the accepted drafts + 1, and
+    again the whole context after a preemption (14 pages force some)."""
+    from engine.drafting.draft_model import DraftModelDrafter
+    from engine.drafting.eagle import EagleDrafter
+    from engine.drafting.mtp import MTPDrafter
+    from engine.model import Model
+    from sim.drafters import pass_rows
+    from sim.speculation import catch_up
+
+    active: list[list] = []
+    steps: list[tuple] = []
+    forward = Model.forward
+
+    def counted(self, step, cache, inputs=None):
+        if active:
+            active[-1].append((int(step.token_ids.shape[0]), int(step.logit_rows.shape[0])))
+        return forward(self, step, cache, inputs=inputs)
+
+    def wrap(draft):
+        def drafting(self, seqs, ks):
+            fresh, first = catch_up(seqs)
+            active.append([])
+            try:
+                out = draft(self, seqs, ks)
+            finally:
+                calls = active.pop()
+            steps.append((self.scheme, len(seqs), tuple(ks), fresh, first, calls))
+            return out
+        return drafting
+
+    monkeypatch.setattr(Model, "forward", counted)
+    for cls in (DraftModelDrafter, EagleDrafter, MTPDrafter):
+        monkeypatch.setattr(cls, "draft", wrap(cls.draft))
+    schemes = [s for s in SCHEMES if s["scheme"] in ("draft", "eagle", "eagle2", "mtp") and "policy" not in s]
+    res = run_all(tmp_path, speculation=schemes, serving={**BASE["serving"], "kv_pages": pages, "max_num_seqs": 3})
+    compared: dict[str, int] = {}
+    for scheme, n, ks, fresh, first, calls in steps:
+        if len(set(ks)) > 1:  # a sequence near its end drafts less deep: the simulator prices full depth
+            continue
+        d = ks[0]
+        want = [pass_rows(p) for p in scheme.passes(n, d, () if scheme.dynamic else scheme.tree(d), fresh, first)]
+        assert calls == want, (scheme.label, n, ks, fresh, first)
+        compared[scheme.label] = compared.get(scheme.label, 0) + 1
+    assert set(compared) == {s.get("label", s["scheme"]) for s in schemes}, compared
+    assert any(fresh > n + first * 8 for _, n, _, fresh, first, _ in steps)  # prompts caught up on
+    if pages == 14:
+        assert any(r.result.preemptions for r in res.values())

@@ -129,7 +129,7 @@ def test_passpricer_compiled_equals_direct(tmp_path, hardware):
     trace = make_trace(tmp_path, model="llama-3.1-8b", **({"hardware": hardware} if hardware else {}))
     p = PassPricer(eagle_head(trace.model), trace.hardware, 1, fuse_input=True)
     for n, ctx, toks in [(3, 1800, [3, 30, 30, 30]), (64, 64 * 4000, [64] + [640] * 5), (1, 10, [1]),
-                         (1, 500, [1, 8, 8])]:
+                         (1, 500, [1, 8, 8]), (3, 1800, [(14, 3), 30, 30]), (2, 900, [(300, 2), (5, 4)])]:
         a, b = p(n, ctx, toks), p.direct(n, ctx, toks)
         for x, y in zip(a, b):
             assert x == pytest.approx(y, rel=1e-9)

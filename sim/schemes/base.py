@@ -13,6 +13,7 @@ from typing import Callable, ClassVar
 
 from sim import trees as T
 from sim.cost import Cost
+from sim.drafters import PassPricer
 from sim.models import ModelSpec
 from sim.policy import parse_policy
 from sim.profiles import Acceptance, acceptance_from_node
@@ -74,10 +75,34 @@ class SpecScheme(Scheme):
             out["acceptance"] = self.acceptance.describe()
         return out
 
-    def drafter(self, trace) -> Callable[[int, int, int, tuple[int, ...]], Cost]:
+    def drafter(self, trace) -> Callable[[int, int, int, tuple[int, ...], int, int], Cost]:
         """Prices the drafter's work in one step, bound to the trace's model and device:
-        (n sequences, Σ their context, depth, the draft tree's parents) -> Cost."""
+        (n sequences, Σ their context, depth, the draft tree's parents, fresh, first) -> Cost.
+        `fresh` is Σ over the n sequences of the committed tokens their drafter has not processed
+        yet (at least 1 each), `first` how many of them draft for the first time since admission
+        or preemption (sim/speculation.py catch_up). A model drafter catches up on them, as the
+        engine's do: the whole context at a first draft, then the last step's accepted drafts + 1."""
         raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ModelDraftScheme(SpecScheme):
+    """A scheme whose drafter is a network run in sequential passes (draft model, MTP, EAGLE)."""
+
+    def passes(self, n: int, depth: int, tree: tuple[int, ...], fresh: int, first: int) -> list:
+        """The drafter's passes in one step: query rows, or (query rows, LM-head rows), per pass,
+        exactly as the engine's drafter runs them (tests/test_engine_drafters.py compares)."""
+        raise NotImplementedError
+
+    def drafter_spec(self) -> tuple[ModelSpec, bool]:
+        """(the network a pass runs, whether it first projects [feature; embedding] down)."""
+        raise NotImplementedError
+
+    def drafter(self, trace):
+        spec, fuse = self.drafter_spec()
+        price = PassPricer(spec, trace.hardware, trace.tp, fuse_input=fuse)
+        passes = self.passes
+        return lambda n, ctx, depth, tree, fresh, first: price(n, ctx, passes(n, depth, tree, fresh, first))
 
 
 COMMON = ("scheme", "label", "paging", "acceptance", "policy")

@@ -5,14 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.drafters import PassPricer
 from sim.models import ModelSpec, model_from_node, preset_names
-from sim.schemes.base import SpecScheme, need_rank_acceptance, parse_common
+from sim.schemes.base import ModelDraftScheme, need_rank_acceptance, parse_common
 from sim.specio import Node
 
 
 @dataclass(frozen=True)
-class DraftModel(SpecScheme):
+class DraftModel(ModelDraftScheme):
     name = "draft"
     draft_model: ModelSpec | None = None
 
@@ -39,6 +38,10 @@ class DraftModel(SpecScheme):
     def params(self) -> dict:
         return {**super().params(), "draft_model": self.draft_model.name}
 
-    def drafter(self, trace):
-        price = PassPricer(self.draft_model, trace.hardware, trace.tp)
-        return lambda n, ctx, depth, tree: price(n, ctx, [n] * depth)
+    def drafter_spec(self):
+        return self.draft_model, False
+
+    def passes(self, n, depth, tree, fresh, first):
+        """Pass 1 feeds the committed tokens not yet seen and the last sampled one (logits at the
+        last of each); then one token per pass (engine/drafting/draft_model.py)."""
+        return [(fresh + n, 2 * n)] + [n] * (depth - 1)

@@ -8,23 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim import trees as T
-from sim.drafters import PassPricer, eagle_head
+from sim.drafters import eagle_head
 from sim.models import ModelSpec
-from sim.schemes.base import SpecScheme, need_rank_acceptance, parse_common
+from sim.schemes.base import ModelDraftScheme, need_rank_acceptance, parse_common
 from sim.schemes.medusa import parse_tree, static_tree
 from sim.specio import Node
 
 
-def frontier_tokens(n: int, parents: tuple[int, ...], depth: int) -> list[int]:
-    """Tokens the head processes per pass: pass j expands the nodes at depth j-1 (the root first)."""
-    d = T.depths(parents)
-    expanding = [1] + [sum(1 for i in range(len(parents)) if d[i] == k and any(p == i for p in parents))
-                       for k in range(1, depth)]
-    return [n * max(e, 1) for e in expanding]
-
-
 @dataclass(frozen=True)
-class Eagle(SpecScheme):
+class Eagle(ModelDraftScheme):
     name = "eagle"
     tree_nodes: int | None = None
     head: ModelSpec | None = None
@@ -42,6 +34,14 @@ class Eagle(SpecScheme):
     def params(self) -> dict:
         return {**super().params(), "tree_nodes": self.tree_nodes or "chain"}
 
-    def drafter(self, trace):
-        price = PassPricer(self.head, trace.hardware, trace.tp, fuse_input=True)
-        return lambda n, ctx, depth, tree: price(n, ctx, frontier_tokens(n, tree, depth))
+    def drafter_spec(self):
+        return self.head, True
+
+    def passes(self, n, depth, tree, fresh, first):
+        """The head's passes (engine/drafting/eagle.py): the root pass catches up on the fresh
+        committed entries (logits at the last one, the root); then pass j expands the tree's
+        nodes at depth j that have children."""
+        d = T.depths(tree)
+        has_children = set(tree)
+        expanding = [sum(1 for i in range(len(tree)) if d[i] == k and i in has_children) for k in range(1, depth)]
+        return [(fresh, n)] + [n * max(e, 1) for e in expanding]

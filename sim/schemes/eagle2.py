@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.drafters import PassPricer, eagle_head
+from sim.drafters import eagle_head
 from sim.models import ModelSpec
-from sim.schemes.base import MAX_TREE, SpecScheme, parse_common
+from sim.schemes.base import MAX_TREE, ModelDraftScheme, parse_common
 from sim.specio import Node
 
 
 @dataclass(frozen=True)
-class Eagle2(SpecScheme):
+class Eagle2(ModelDraftScheme):
     name = "eagle2"
     topk: int = 8
     tree_tokens: int = 60
@@ -47,7 +47,10 @@ class Eagle2(SpecScheme):
     def params(self) -> dict:
         return {**super().params(), "topk": self.topk, "tree_tokens": self.tree_tokens}
 
-    def drafter(self, trace):
-        price = PassPricer(self.head, trace.hardware, trace.tp, fuse_input=True)
-        k = self.topk
-        return lambda n, ctx, depth, tree: price(n, ctx, [n] + [n * k] * (depth - 1))
+    def drafter_spec(self):
+        return self.head, True
+
+    def passes(self, n, depth, tree, fresh, first):
+        """The root pass catches up on the fresh committed entries (as `eagle`), then depth - 1
+        passes over the k most confident frontier nodes of each sequence."""
+        return [(fresh, n)] + [n * self.topk] * (depth - 1)

@@ -61,7 +61,7 @@ class Medusa(SpecScheme):
 
     def drafter(self, trace):
         model, hw, tp, heads = trace.model, trace.hardware, trace.tp, self.max_depth
-        return lambda n, ctx, depth, tree: medusa_cost(model, hw, tp, heads, n)
+        return lambda n, ctx, depth, tree, fresh, first: medusa_cost(model, hw, tp, heads, n)  # heads read the last hidden state only
 
 
 def static_tree(scheme, depth: int) -> tuple[int, ...]:

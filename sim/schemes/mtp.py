@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.drafters import PassPricer, mtp_module
+from sim.drafters import mtp_module
 from sim.models import ModelSpec
-from sim.schemes.base import SpecScheme, need_rank_acceptance, parse_common
+from sim.schemes.base import ModelDraftScheme, need_rank_acceptance, parse_common
 from sim.specio import Node
 
 
 @dataclass(frozen=True)
-class MTP(SpecScheme):
+class MTP(ModelDraftScheme):
     name = "mtp"
     module: ModelSpec | None = None
 
@@ -24,6 +24,12 @@ class MTP(SpecScheme):
         need_rank_acceptance(scheme, "an MTP chain")
         return scheme
 
-    def drafter(self, trace):
-        price = PassPricer(self.module, trace.hardware, trace.tp, fuse_input=True)
-        return lambda n, ctx, depth, tree: price(n, ctx, [n] * depth)
+    def drafter_spec(self):
+        return self.module, True
+
+    def passes(self, n, depth, tree, fresh, first):
+        """Module k's pass (engine/drafting/mtp.py) runs its entries from the first it has not
+        committed to the last: the fresh tokens, plus its k-1 scratch entries of the last step
+        (now committed, or dropped with the rejected drafts), which a first draft does not have;
+        logits at the last committed entry and each scratch one."""
+        return [(fresh + (k - 1) * (n - first), k * n) for k in range(1, depth + 1)]

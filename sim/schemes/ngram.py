@@ -30,4 +30,4 @@ class NGram(SpecScheme):
 
     def drafter(self, trace):
         per_seq = self.host_us * 1e-6
-        return lambda n, ctx, depth, tree: Cost(time=per_seq * n, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
+        return lambda n, ctx, depth, tree, fresh, first: Cost(time=per_seq * n, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
