@@ -64,6 +64,11 @@ class HardwareSpec:
     # time per logit element that the sampling or verification after a pass reads (the argmax,
     # top-k or softmax over each LM-head row: rows x vocab); 0 where it hides under the roofline
     logit_s: float = 0.0
+    # the device's speed over time (sim/speed.py): spells of mean length speed_spell_s at a
+    # lognormal rate of log-spread speed_sigma and mean 1; both 0 (every preset): constant speed.
+    # A shared host's slow spells, which spread a run's latencies (its p99) around the same mean
+    speed_sigma: float = 0.0
+    speed_spell_s: float = 0.0
 
     def peak(self, dtype: str) -> float:
         """Peak dense FLOP/s for a compute dtype, falling back to the next wider supported one."""
@@ -94,14 +99,15 @@ class HardwareSpec:
                 "batch_query_us": self.batch_query_s * us,
                 "draft_seq_us": self.draft_seq_s * us, "eta_attn": self.eta_attn,
                 "attn_dense": self.attn_dense, "elementwise_ns": self.elementwise_s * 1e9,
-                "logit_ns": self.logit_s * 1e9} | table
+                "logit_ns": self.logit_s * 1e9, "speed_sigma": self.speed_sigma,
+                "speed_spell_ms": self.speed_spell_s * 1e3} | table
 
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "gemm_rows", "multi_query_us", "batch_query_us", "draft_seq_us", "eta_attn", "attn_dense",
-         "elementwise_ns", "logit_ns")
+         "elementwise_ns", "logit_ns", "speed_sigma", "speed_spell_ms")
 
 
 def preset_names() -> list[str]:
@@ -173,6 +179,8 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         attn_dense=f["attn_dense"].boolean() if "attn_dense" in f else None,
         elementwise_s=num("elementwise_ns", 1e-9, hi=1e6),
         logit_s=num("logit_ns", 1e-9, hi=1e6),
+        speed_sigma=num("speed_sigma", 1.0, hi=3.0),
+        speed_spell_s=num("speed_spell_ms", 1e-3, hi=1e9),
     )
     defaults = {f.name: f.default for f in fields(HardwareSpec) if f.default is not MISSING}  # the optional fields
     defaults |= dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,

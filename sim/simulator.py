@@ -21,6 +21,7 @@ from sim.kv import AllocatorStats
 from sim.scheduler import Batch, Scheduler, SeqState
 from sim.schemes.base import ZERO_COST, Scheme, SpecScheme
 from sim.speculation import Speculator
+from sim.speed import speed_process
 from sim.spec import TraceSpec
 from sim.steplog import StepLog
 from sim.workload import Workload
@@ -52,6 +53,7 @@ class Replica:
         self.sched = Scheduler(serving, trace.num_pages, int(trace.model.kv_bytes_per_token),
                                planner=self.spec, max_nodes=scheme.max_nodes(), track_slots=False)
         self.target_cost = ForwardCost(trace.model, trace.hardware, trace.tp)
+        self.speed = speed_process(trace.hardware, trace.seed)  # None: constant speed
         self.log = StepLog()
         self.seqs: list[SeqState] = []
         self.pending = list(reversed(workload.requests))  # not yet arrived, next at the end
@@ -155,6 +157,8 @@ class Replica:
             draft = spec.draft(n_draft, ctx_draft, d, () if spec.library else spec.scheme.tree(d),
                                max(spec.fresh, n_draft), spec.first) if n_draft else ZERO_COST
             dt = main.time + draft.time + host_time(hw, B, allocs + frees, copy)
+            if self.speed is not None:
+                dt = self.speed.stretch(self.env.now, dt)
             log.append(1, self.env.now, dt, B, tokens, ctx_sum, main.flops + draft.flops, main.bytes + draft.bytes,
                        bound_of(main.compute_time + draft.compute_time, main.memory_time + draft.memory_time),
                        0, allocs, frees, 0)
@@ -228,6 +232,8 @@ class Replica:
         dt = main.time + draft.time + host_time(tr.hardware, B, allocs + frees, copy)
         if k > 1:
             dt = dt - (copy * 2.0 / (tr.hardware.mem_bw * tr.hardware.eta_memory)) * (j > 0)  # copies: step 0 only
+            if self.speed is not None:
+                dt = self.speed.stretch_run(now, dt)
             if self.pending and len(sched.running) < tr.serving.max_num_seqs:
                 # stop at the first step that ends at or after the next arrival, which may join then
                 ends = np.cumsum(dt)
@@ -241,6 +247,8 @@ class Replica:
                             0, allocs, frees, prefill)
             total = float(dt.sum())
         else:
+            if self.speed is not None:
+                dt = self.speed.stretch(now, dt)
             self.log.append(1, now, dt, B, tokens, ctx, main.flops + draft.flops, main.bytes + draft.bytes,
                             bound_of(main.compute_time + draft.compute_time, main.memory_time + draft.memory_time),
                             0, allocs, frees, prefill)

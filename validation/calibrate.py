@@ -58,7 +58,13 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   of the logits, the argmax and the tree walk) over vocabularies of 1,024 and 8,192, the extra
   time per extra logit element -> `logit_ns`, which the cost model charges for every LM-head
   row a pass computes (verification, or a drafter's top-k or sampling). A 60-node EAGLE-2 tree
-  over the family's 4,096 tokens at concurrency 4 reads 1M logits a step (about 2.5 ms here).
+  over the family's 4,096 tokens at concurrency 4 reads 1M logits a step (about 2.5 ms here);
+- speed over time: a 1-layer forward called back to back for 2 s (`validation.probes.speed_probe`),
+  the rate of each 100 ms block; over all the calibration's windows, the spread of the log rates
+  -> `speed_sigma` and the lag at which their autocorrelation falls to 1/e -> `speed_spell_ms`
+  (`sim.speed.spread_of`), from which the simulator draws its seeded slow and fast spells
+  (sim/speed.py). Identical requests one at a time on this host take up to 1.8x their median
+  time, so without them every simulated request of such a run has the same TPOT.
 On a GPU the same probes run on the device (bf16 GEMM as well; no matmul curves: its small-M
 products are bandwidth-bound, which the roofline prices) and the file is named after it.
 """
@@ -77,10 +83,12 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 
 from sim.cost import KERNELS_PER_LAYER, elementwise_elems  # noqa: E402
+from sim.speed import spread_of  # noqa: E402
 from validation.probes import (ATTN_FEW, ATTN_MANY, EW_SPEC, EW_TOKENS, KV_GATHER_BYTES, LOGIT_VOCABS,  # noqa: E402
                                VERIFY_SEQS, allocator_op, attention_efficiency, attention_probe, elementwise_probe,
                                engine_step, forward_probe, interleaved_times, kv_gather_probe, logit_probe,
-                               logit_time, matmul_probes, mean_time)
+                               logit_time, matmul_probes, mean_time, SPEED_BLOCK_S, SPEED_WINDOW_S,
+                               speed_probe)
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_SIZES = ((256, 768), (512, 2048), (1024, 4096), (2048, 8192))  # (k, n): 0.75, 4, 16, 64 MiB fp32
@@ -137,6 +145,7 @@ class Calibration:
         probes |= {("curve", *key): timed(fn, 2) for key, (fn, _) in self.curves.items()}
         probes |= {("half", *key): timed(fn, 2) for key, (fn, _) in self.halves.items()}
         probes["kv_gather"] = timed(kv_gather_probe(device), 2)
+        probes["speed"] = speed_probe(device, 0.3 if small else SPEED_WINDOW_S)  # a list: a window's block rates
         probes["logits"] = paired({f"logits{v}": logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
         # the torch reference (CPU) gathers the keys, then computes; the GPU kernel's products at
         # this size take microseconds, so it keeps eta_attn 1 (the roofline) unmeasured
@@ -148,6 +157,7 @@ class Calibration:
         for fn in probes.values():  # warm-up
             fn()
         self.samples: dict = {}  # figure name -> its calls' mean times
+        self.series: list[list[float]] = []  # the speed probe's windows
         self.calls = {k: 0 for k in probes}
         self._order = list(probes)
         self._next = 0  # the probe the next tick runs
@@ -163,7 +173,9 @@ class Calibration:
         for _ in range(n):
             k = self._order[self._next]
             got = self.probes[k]()
-            for name, t in (got.items() if isinstance(got, dict) else ((k, got),)):
+            if isinstance(got, list):
+                self.series.append(got)
+            for name, t in (got.items() if isinstance(got, dict) else () if isinstance(got, list) else ((k, got),)):
                 self.samples.setdefault(name, []).append(t)
             self.calls[k] += 1
             self._next = (self._next + 1) % len(self._order)
@@ -211,6 +223,7 @@ class Calibration:
         out["elementwise_s"] = t["elementwise"] / (EW_TOKENS * elementwise_elems(EW_SPEC)[0]) if self.serial else 0.0
         # (the engine-step probes' own 256-entry logits, under a microsecond a sequence, stay in seq_s)
         out["logit_s"] = logit_time(*(t[f"logits{v}"] for v in LOGIT_VOCABS))
+        out["speed_sigma"], out["speed_spell_s"] = spread_of(self.series, SPEED_BLOCK_S)
         return out
 
 
@@ -236,7 +249,8 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
 # paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s; verify attention products at
 # {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}; elementwise passes
-# {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element.
+# {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element;
+# speed over {SPEED_BLOCK_S * 1e3:.0f} ms blocks: log-spread {m['speed_sigma']:.3f}, spells of {m['speed_spell_s'] * 1e3:.0f} ms.
 description: {name} (measured)
 tflops: {{fp32: {fp32:.5f}, bf16: {bf16:.5f}}}
 memory_tb_s: {peak_bw / 1e12:.6f}
@@ -255,6 +269,8 @@ eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
 eta_attn: {m['eta_attn']:.4f}
 elementwise_ns: {m['elementwise_s'] * 1e9:.4f}
 logit_ns: {m['logit_s'] * 1e9:.4f}
+speed_sigma: {m['speed_sigma']:.4f}
+speed_spell_ms: {m['speed_spell_s'] * 1e3:.1f}
 attn_dense: {'true' if m['attn_dense'] else 'false'}
 pass_overhead_us: {m['pass_s'] * 1e6:.1f}
 multi_query_us: {m['multi_query_s'] * 1e6:.1f}

@@ -243,3 +243,31 @@ def allocator_op() -> float:
         kv.grow(i, 16)  # one page each
         kv.release(i)
     return (time.perf_counter() - t0) / 4000
+
+
+SPEED_WINDOW_S = 2.0  # one call of the speed probe: a contiguous timing this long
+SPEED_BLOCK_S = 0.1  # cut into blocks this long
+
+
+def speed_probe(device: str, window_s: float = SPEED_WINDOW_S, block_s: float = SPEED_BLOCK_S):
+    """The host's speed over a short window: a 1-layer forward (forward_probe) called back to back
+    for `window_s`, the rate of each `block_s` block (calls over their summed time), as a list;
+    sim.speed.spread_of turns the windows of a calibration into speed_sigma and speed_spell_s."""
+    fn, sync = forward_probe(1, device), _timer(device)
+
+    def call() -> list[float]:
+        rates, n, busy = [], 0, 0.0
+        sync()
+        start = block = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            t1 = time.perf_counter()
+            n, busy = n + 1, busy + (t1 - t0)
+            if t1 - block >= block_s:
+                rates.append(n / busy)
+                n, busy, block = 0, 0.0, t1
+                if t1 - start >= window_s:
+                    return rates
+    return call
