@@ -86,7 +86,9 @@ class EngineRun:
         self.features = getattr(self.planner, "wants_features", False)
         self.typical = bool(getattr(scheme, "typical", False))
         self.ranks: dict[tuple[int, int], int] = {}
-        self.sched = Scheduler(serving, trace.num_pages, cache_bytes, planner=self.planner,
+        self.sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        self.timed = TimedPlanner(self.planner, self.sync) if self.planner is not None else None
+        self.sched = Scheduler(serving, trace.num_pages, cache_bytes, planner=self.timed,
                                max_nodes=scheme.max_nodes())
         self.kv = self.sched.kv
         reqs = workload.requests
@@ -120,11 +122,13 @@ class EngineRun:
             for _ in range(min(closed, len(self.pending))):
                 self._admit(self.pending.popleft(), 0.0)
         self._warm_up()
-        sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        sync = self.sync
         while self.done < total:
             if not closed:
                 self._arrivals()
             t0 = time.perf_counter()
+            if self.timed is not None:
+                self.timed.last = 0.0
             batch = self.sched.schedule(self.now)
             if batch is None:
                 if not closed and self.pending:
@@ -275,7 +279,24 @@ class EngineRun:
         tokens, pairs, kv_read, lm, prefill = batch.aggregates()
         c = self.cost(Work(tokens=tokens, seqs=batch.size, pairs=pairs, kv_read=kv_read, lm_tokens=lm))
         self.log.append(1, self.now, dt, batch.size, tokens, sum(batch.context), c.flops, c.bytes,
-                        bound_of(c.compute_time, c.memory_time), batch.accepted, allocs, frees, prefill)
+                        bound_of(c.compute_time, c.memory_time), batch.accepted, allocs, frees, prefill,
+                        self.timed.last if self.timed is not None else 0.0)
+
+
+class TimedPlanner:
+    """The scheme's planner as the scheduler sees it, timing each `plan` call: the step's
+    drafting, the per-step `draft_time` the simulator's drafter price is compared with."""
+
+    def __init__(self, planner, sync: Callable[[], None]):
+        self.planner, self.sync = planner, sync
+        self.last = 0.0  # seconds of this step's plan call (the runner zeroes it before each step)
+
+    def plan(self, seqs):
+        t0 = time.perf_counter()
+        out = self.planner.plan(seqs)
+        self.sync()
+        self.last = time.perf_counter() - t0
+        return out
 
 
 def run_scheme(trace: TraceSpec, scheme, workload: Workload, model: Model,

@@ -20,15 +20,21 @@ from sim.workload import make_requests
 
 
 def run_trace(trace: TraceSpec, out: Path | None, sweep: bool | None = None, progress: bool = True,
-              fast: bool = True) -> dict:
-    """Simulate every scheme (at every sweep concurrency) and write the report; returns it."""
+              fast: bool = True, draw: int = 0, keep: dict | None = None) -> dict:
+    """Simulate every scheme (at every sweep concurrency) and write the report; returns it.
+    draw: which of the simulator's random draws (sim.simulator.draw_seed); keep: filled with
+    {run tag: RunResult} when given (validation pools several draws)."""
     levels: list[int | None] = list(trace.sweep_concurrency) if (sweep is not False and trace.sweep_concurrency) else [None]
     if sweep and not trace.sweep_concurrency:
         raise SpecError(str(trace.path), "sweep.concurrency", "missing: `sweep` needs a list of concurrency levels")
     t0 = time.time()
-    runs = run_levels(trace, levels, lambda scheme, workload, tag, cb: simulate(trace, scheme, workload, fast=fast,
-                                                                                  progress=cb),
-                      out, progress)
+    def execute(scheme, workload, tag, on_progress):
+        res = simulate(trace, scheme, workload, fast=fast, progress=on_progress, draw=draw)
+        if keep is not None:
+            keep[tag] = res
+        return res
+
+    runs = run_levels(trace, levels, execute, out, progress)
     report = rpt.build(trace, runs)
     if out is not None:
         writing(out, rpt.write, out, report, wall={"started_unix": t0, "elapsed_s": time.time() - t0})

@@ -68,6 +68,7 @@ def summarize(result: RunResult, trace: TraceSpec) -> dict:
         "e2e_s": dist(e2e),
         "mean_accepted_tokens": result.decode_tokens / result.decode_seq_steps if result.decode_seq_steps else 1.0,
         "steps": len(cols["time"]),
+        "draft_s": float(cols["draft_time"].sum()),  # of the busy time, the drafter's (per-step draft_time)
         "mean_batch_size": float(cols["batch_size"].mean()) if len(cols["time"]) else 0.0,
         "compute_utilization": float(cols["flops"].sum() / (busy * peak)) if busy else 0.0,
         "bandwidth_utilization": float(cols["bytes"].sum() / (busy * hw.mem_bw)) if busy else 0.0,

@@ -41,19 +41,22 @@ class RunResult:
 
 class Replica:
     def __init__(self, trace: TraceSpec, scheme: Scheme, workload: Workload, fast: bool = True,
-                 progress: Callable[[int, int], None] | None = None):
+                 progress: Callable[[int, int], None] | None = None, draw: int = 0):
+        """draw: which of the simulator's own random draws (acceptance, the device's speed) to
+        use for the same requests: 0 is the trace seed's; `compare --repeats` pools several."""
         self.trace = trace
         self.scheme = scheme
         self.workload = workload
         self.fast = fast
         self.progress = progress
         self.env = simpy.Environment()
-        self.spec = Speculator(scheme, trace, trace.seed) if isinstance(scheme, SpecScheme) else None
+        seed = draw_seed(trace.seed, draw)
+        self.spec = Speculator(scheme, trace, seed) if isinstance(scheme, SpecScheme) else None
         serving = replace(trace.serving, paging=scheme.paging) if scheme.paging else trace.serving
         self.sched = Scheduler(serving, trace.num_pages, int(trace.model.kv_bytes_per_token),
                                planner=self.spec, max_nodes=scheme.max_nodes(), track_slots=False)
         self.target_cost = ForwardCost(trace.model, trace.hardware, trace.tp)
-        self.speed = speed_process(trace.hardware, trace.seed)  # None: constant speed
+        self.speed = speed_process(trace.hardware, seed)  # None: constant speed
         self.log = StepLog()
         self.seqs: list[SeqState] = []
         self.pending = list(reversed(workload.requests))  # not yet arrived, next at the end
@@ -157,11 +160,13 @@ class Replica:
             draft = spec.draft(n_draft, ctx_draft, d, () if spec.library else spec.scheme.tree(d),
                                max(spec.fresh, n_draft), spec.first) if n_draft else ZERO_COST
             dt = main.time + draft.time + host_time(hw, B, allocs + frees, copy)
+            drafting = draft.time
             if self.speed is not None:
-                dt = self.speed.stretch(self.env.now, dt)
+                wall = self.speed.stretch(self.env.now, dt)
+                dt, drafting = wall, drafting * wall / dt
             log.append(1, self.env.now, dt, B, tokens, ctx_sum, main.flops + draft.flops, main.bytes + draft.bytes,
                        bound_of(main.compute_time + draft.compute_time, main.memory_time + draft.memory_time),
-                       0, allocs, frees, 0)
+                       0, allocs, frees, 0, drafting)
             yield self.env.timeout(dt)
             rnd = spec.random
             paths = [plan.sample(rnd) if plan is not None else () for plan in plans]
@@ -244,14 +249,16 @@ class Replica:
             self.log.append(k, starts, dt, B, tokens, ctx + j * B, sl(main.flops + draft.flops),
                             sl(main.bytes + draft.bytes),
                             bound_of(sl(main.compute_time + draft.compute_time), sl(main.memory_time + draft.memory_time)),
-                            0, allocs, frees, prefill)
+                            0, allocs, frees, prefill, 0.0)  # a decode run drafts nothing
             total = float(dt.sum())
         else:
+            drafting = draft.time
             if self.speed is not None:
-                dt = self.speed.stretch(now, dt)
+                wall = self.speed.stretch(now, dt)
+                dt, drafting = wall, drafting * wall / dt
             self.log.append(1, now, dt, B, tokens, ctx, main.flops + draft.flops, main.bytes + draft.bytes,
                             bound_of(main.compute_time + draft.compute_time, main.memory_time + draft.memory_time),
-                            0, allocs, frees, prefill)
+                            0, allocs, frees, prefill, drafting)
             total = dt
         sched.extend(batch, k)
         self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
@@ -271,6 +278,11 @@ class Replica:
                          acceptance=dict(self.sched.acceptance))
 
 
+def draw_seed(seed: int, draw: int) -> int:
+    """The seed of a run's simulator draws: the trace's for draw 0, an independent one otherwise."""
+    return seed if draw == 0 else int(np.random.SeedSequence([seed, draw]).generate_state(1)[0])
+
+
 def simulate(trace: TraceSpec, scheme: Scheme, workload: Workload, fast: bool = True,
-             progress: Callable[[int, int], None] | None = None) -> RunResult:
-    return Replica(trace, scheme, workload, fast=fast, progress=progress).run()
+             progress: Callable[[int, int], None] | None = None, draw: int = 0) -> RunResult:
+    return Replica(trace, scheme, workload, fast=fast, progress=progress, draw=draw).run()

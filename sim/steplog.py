@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 COLUMNS = ("time", "duration", "batch_size", "query_tokens", "context_tokens", "flops", "bytes", "bound",
-           "accepted", "page_allocs", "page_frees", "prefill_tokens")
+           "accepted", "page_allocs", "page_frees", "prefill_tokens", "draft_time")
 _INTS = {"batch_size", "query_tokens", "context_tokens", "accepted", "page_allocs", "page_frees", "prefill_tokens"}
 _PACK_EVERY = 4096  # blocks
 

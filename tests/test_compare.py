@@ -23,6 +23,7 @@ def test_per_depth_rates_from_counts():
 def test_errors_are_signed_relative():
     summary = lambda thr, steps: {"throughput_tok_s": thr, "ttft_s": {"p50": 1.0, "p99": 2.0},  # noqa: E731
                                   "tpot_s": {"p50": 0.1, "p99": 0.2}, "steps": steps, "duration_s": 1000 / thr,
+                                  "draft_s": 2.0,
                                   "allocator": {"page_allocs": 5, "page_frees": 5, "peak_pages": 3}}
     eng = {"runs": [{"scheme": "none", "label": "none", "concurrency": 1, "summary": summary(100.0, 10)}]}
     sim = {"runs": [{"scheme": "none", "label": "none", "concurrency": 1, "summary": summary(110.0, 9)}]}
@@ -31,6 +32,7 @@ def test_errors_are_signed_relative():
     assert set(err) == set(METRICS) and err["peak_pages"] == 0
     # the same 1,000 tokens: throughput's error is the product of the steps' and the step time's
     assert (1 + err["throughput_tok_s"]) * (1 + err["steps"]) * (1 + err["step_time"]) == pytest.approx(1.0)
+    assert err["draft_time"] == pytest.approx(10 / 9 - 1)  # the same drafting time over fewer steps
 
 
 def test_repeated_engine_runs_are_pooled_end_to_end():
@@ -41,17 +43,18 @@ def test_repeated_engine_runs_are_pooled_end_to_end():
     def run(duration, steps, allocs, first, accepted):
         seqs = [seq(0, first, first + 4 * 0.1), seq(1, 2 * first, 2 * first + 4 * 0.3)]
         summary = {"throughput_tok_s": 10 / duration, "output_tokens": 10, "duration_s": duration, "steps": steps,
+                   "draft_s": duration / 4,
                    "ttft_s": {}, "tpot_s": {}, "allocator": {"page_allocs": allocs, "page_frees": allocs, "peak_pages": 4}}
         result = SimpleNamespace(seqs=seqs, acceptance={(2, accepted): 3}, decode_seq_steps=4)
         return ({"model": {}, "runs": [{"label": "mtp", "concurrency": 2, "summary": summary}]},
-                {"mtp-2": SimpleNamespace(result=result)})
+                {"mtp-2": result})
 
     (r1, e1), (r2, e2) = run(1.0, 10, 6, 0.1, 1), run(3.0, 11, 8, 0.2, 2)
     s = pool_runs([r1, r2], [e1, e2])["runs"][0]
     # 20 tokens over 4 seconds, not the median or the mean of 10 and 3.33 tok/s
     assert s["summary"]["throughput_tok_s"] == pytest.approx(5.0)
     assert s["throughputs"] == pytest.approx([10.0, 10 / 3])
-    assert s["summary"]["duration_s"] == 2.0 and s["summary"]["steps"] == 10.5
+    assert s["summary"]["duration_s"] == 2.0 and s["summary"]["steps"] == 10.5 and s["summary"]["draft_s"] == 0.5
     assert s["summary"]["allocator"]["page_allocs"] == 7.0 and s["summary"]["pooled_runs"] == 2
     # percentiles over the four requests of both runs
     assert s["summary"]["ttft_s"]["p50"] == pytest.approx(0.2)  # of 0.1, 0.2, 0.2, 0.4
@@ -77,6 +80,10 @@ def test_end_to_end_on_a_tiny_trace(tmp_path):
     doc = json.loads((out / "comparison.json").read_text())
     assert all(set(r["errors"]) == set(METRICS) for r in doc["runs"])
     assert doc["runs"][0]["errors"]["steps"] == 0  # plain decoding: the same schedule in both
+    # drafting time: none for plain decoding; prompt lookup's planner timed in the engine, priced in the simulator
+    assert doc["runs"][0]["errors"]["draft_time"] is None
+    ngram = doc["runs"][1]
+    assert ngram["engine"]["draft_time"] > 0 and ngram["sim"]["draft_time"] > 0
     assert (out / "comparison.png").exists() and (out / "sim" / "report.json").exists()
     measured = json.loads((out / "acceptance-ngram.json").read_text())
     assert all(0 <= a <= 1 for a in measured["per_depth"])

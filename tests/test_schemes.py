@@ -163,3 +163,14 @@ def test_speculative_runs_equal_step_by_step(tmp_path, paging, arrival):
         assert fast.allocator == slow.allocator
         assert (fast.decode_seq_steps, fast.decode_tokens) == (slow.decode_seq_steps, slow.decode_tokens)
         assert fast.acceptance == slow.acceptance and sum(fast.acceptance.values()) > 0
+
+
+def test_steps_record_the_drafters_share(tmp_path):
+    """draft_time: the drafter's price within each step's duration, on drafting steps only."""
+    trace = make_trace(tmp_path, speculation=[EAGLE2])
+    res = simulate(trace, trace.speculation[0], make_requests(trace.workload, trace.seed))
+    cols = res.steps.columns()
+    drafted = (cols["query_tokens"] > cols["batch_size"]) & (cols["prefill_tokens"] == 0)
+    assert drafted.any() and (cols["draft_time"][drafted] > 0).all()
+    assert (cols["draft_time"][cols["query_tokens"] == cols["batch_size"]] == 0).all()
+    assert (cols["draft_time"] < cols["duration"]).all()

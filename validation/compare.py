@@ -18,13 +18,19 @@
    the simulator's schemes always draft (it then prices a verify the engine did not run).
 3. The simulator runs the same trace on the model the engine actually ran, priced with a
    measured hardware profile (default traces/hardware/cpu-measured.yaml, from
-   `python -m validation.calibrate`); its report goes under DIR/sim.
+   `python -m validation.calibrate`); its report goes under DIR/sim. With `--repeats N` it runs
+   N of its own draws (sim.simulator.draw_seed: acceptance samples and, where the profile has
+   speed_sigma, the device's spells; the same requests) under DIR/sim/drawN, pooled as the
+   engine's runs are: a profile with speed spells gives each run's latencies their spread, and
+   one draw's p99 of a few requests is mostly chance.
 4. For every scheme and concurrency: the signed relative error (sim - engine) / engine of
-   throughput, TTFT p50/p99, TPOT p50/p99, steps, mean step time (duration / steps), allocator
-   operations and peak pages, printed, written to DIR/comparison.json and drawn in
-   DIR/comparison.png. Steps and step time split a throughput error into its two factors: with
-   the same tokens generated, 1 + throughput error = 1 / ((1 + steps error)(1 + step time
-   error)); steps follow the schedule and the acceptance, step time the cost model.
+   throughput, TTFT p50/p99, TPOT p50/p99, steps, mean step time (duration / steps), mean
+   drafting time per step (the engine times its planner's `plan` call, the simulator reports its
+   drafter price), allocator operations and peak pages, printed, written to DIR/comparison.json
+   and drawn in DIR/comparison.png. Steps and step time split a throughput error into its two
+   factors: with the same tokens generated, 1 + throughput error = 1 / ((1 + steps error)(1 +
+   step time error)); steps follow the schedule and the acceptance, step time the cost model,
+   and drafting time says how much of a step-time error is the drafter's.
 """
 from __future__ import annotations
 
@@ -43,8 +49,8 @@ from validation.measure import drafted_counts, histogram_distance, per_depth_rat
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION_CYCLES = 2  # calibration probe cycles per engine run of the trace (--calibrate)
-METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "step_time", "allocator_ops",
-           "peak_pages")
+METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "step_time", "draft_time",
+           "allocator_ops", "peak_pages")
 
 
 def metrics(summary: dict) -> dict:
@@ -53,6 +59,7 @@ def metrics(summary: dict) -> dict:
             "ttft_p99": summary["ttft_s"]["p99"], "tpot_p50": summary["tpot_s"]["p50"],
             "tpot_p99": summary["tpot_s"]["p99"], "steps": summary["steps"],
             "step_time": summary["duration_s"] / max(1, summary["steps"]),
+            "draft_time": summary["draft_s"] / max(1, summary["steps"]),
             "allocator_ops": a["page_allocs"] + a["page_frees"], "peak_pages": a["peak_pages"]}
 
 
@@ -101,7 +108,7 @@ def pool_runs(reports: list[dict], results: list[dict]) -> dict:
     throughput is every run's output tokens over their summed durations, TTFT and TPOT
     percentiles are over every run's requests, duration, steps, allocator operations and peak
     pages are means, and the accepted-drafts histogram sums the runs' (counted as the simulator
-    drafts: validation.measure.drafted_counts). `results`: each run's {run tag: EngineResult}.
+    drafts: validation.measure.drafted_counts). `results`: each run's {run tag: RunResult}.
     Each entry keeps every run's throughput, its speedup is over the pooled first scheme's at
     the same concurrency; the summary's other fields are the first run's."""
     merged = dict(reports[0])
@@ -109,7 +116,7 @@ def pool_runs(reports: list[dict], results: list[dict]) -> dict:
     for i, first in enumerate(reports[0]["runs"]):
         same = [rep["runs"][i] for rep in reports]
         tag = run_tag(first["label"], first["concurrency"])
-        res = [by_tag[tag].result for by_tag in results]
+        res = [by_tag[tag] for by_tag in results]
         n = len(same)
         s = copy.deepcopy(first["summary"])
         dur = sum(r["summary"]["duration_s"] for r in same)
@@ -119,6 +126,7 @@ def pool_runs(reports: list[dict], results: list[dict]) -> dict:
         s["ttft_s"] = dist(np.concatenate([t for t, _ in lat]))
         s["tpot_s"] = dist(np.concatenate([p for _, p in lat]))
         s["steps"] = sum(r["summary"]["steps"] for r in same) / n
+        s["draft_s"] = sum(r["summary"]["draft_s"] for r in same) / n
         for key in ("page_allocs", "page_frees", "peak_pages"):
             s["allocator"][key] = sum(r["summary"]["allocator"][key] for r in same) / n
         s["pooled_runs"] = n
@@ -154,7 +162,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         report, by_tag = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress,
                                     between=between)
         reports.append(report)
-        results.append(by_tag)
+        results.append({tag: r.result for tag, r in by_tag.items()})
         for tag, res in by_tag.items():  # acceptance pooled over every run
             label = tag.rsplit("-", 1)[0]
             hist = hists.setdefault(label, {})
@@ -182,7 +190,14 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
             measured[label] = path
     sim_path = out / "sim-trace.yaml"
     sim_path.write_text(yaml.safe_dump(sim_trace_doc(trace_path, engine_report, hardware, measured), sort_keys=False))
-    sim_report = sim_run(load_trace(sim_path), out / "sim", progress=progress)
+    # as many of the simulator's own draws (acceptance, the device's spells) as engine runs, pooled alike
+    sim_trace, sim_reports, sim_results = load_trace(sim_path), [], []
+    for i in range(repeats):
+        kept: dict = {}
+        sim_reports.append(sim_run(sim_trace, out / "sim" / (f"draw{i + 1}" if repeats > 1 else ""), progress=progress,
+                                   draw=i, keep=kept))
+        sim_results.append(kept)
+    sim_report = pool_runs(sim_reports, sim_results)
     comparison = errors(engine_report, sim_report)
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
     _plot(comparison, out / "comparison.png", trace.name)
