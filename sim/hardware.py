@@ -64,10 +64,11 @@ class HardwareSpec:
     # time per logit element that the sampling or verification after a pass reads (the argmax,
     # top-k or softmax over each LM-head row: rows x vocab); 0 where it hides under the roofline
     logit_s: float = 0.0
-    # the device's speed over time (sim/speed.py): spells of mean length speed_spell_s at a
-    # lognormal rate of log-spread speed_sigma and mean 1; both 0 (every preset): constant speed.
-    # A shared host's slow spells, which spread a run's latencies (its p99) around the same mean
-    speed_sigma: float = 0.0
+    # the device's speed over time (sim/speed.py): spells of mean length speed_spell_s, each at a
+    # rate drawn from the distribution these quantiles describe (evenly spaced probabilities from
+    # 0 to 1; scaled to mean 1); empty (every preset): a constant speed. A shared host's slow
+    # spells, which spread a run's latencies (its p99) around the same mean
+    speed_rates: tuple = ()
     speed_spell_s: float = 0.0
 
     def peak(self, dtype: str) -> float:
@@ -99,15 +100,15 @@ class HardwareSpec:
                 "batch_query_us": self.batch_query_s * us,
                 "draft_seq_us": self.draft_seq_s * us, "eta_attn": self.eta_attn,
                 "attn_dense": self.attn_dense, "elementwise_ns": self.elementwise_s * 1e9,
-                "logit_ns": self.logit_s * 1e9, "speed_sigma": self.speed_sigma,
-                "speed_spell_ms": self.speed_spell_s * 1e3} | table
+                "logit_ns": self.logit_s * 1e9, "speed_spell_ms": self.speed_spell_s * 1e3} | table \
+            | ({"speed_rates": list(self.speed_rates)} if self.speed_rates else {})
 
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "gemm_rows", "multi_query_us", "batch_query_us", "draft_seq_us", "eta_attn", "attn_dense",
-         "elementwise_ns", "logit_ns", "speed_sigma", "speed_spell_ms")
+         "elementwise_ns", "logit_ns", "speed_rates", "speed_spell_ms")
 
 
 def preset_names() -> list[str]:
@@ -179,7 +180,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         attn_dense=f["attn_dense"].boolean() if "attn_dense" in f else None,
         elementwise_s=num("elementwise_ns", 1e-9, hi=1e6),
         logit_s=num("logit_ns", 1e-9, hi=1e6),
-        speed_sigma=num("speed_sigma", 1.0, hi=3.0),
+        speed_rates=_speed_rates(f["speed_rates"]) if "speed_rates" in f else None,
         speed_spell_s=num("speed_spell_ms", 1e-3, hi=1e9),
     )
     defaults = {f.name: f.default for f in fields(HardwareSpec) if f.default is not MISSING}  # the optional fields
@@ -189,6 +190,18 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         if value is None:
             spec[key] = merged.get(key, defaults.get(key))
     return HardwareSpec(**spec)
+
+
+def _speed_rates(node: Node) -> tuple:
+    """`speed_rates: [r0, ..., rn]`: quantiles of a spell's rate, ascending, not all zero."""
+    items = node.seq(min_len=2, max_len=1001)
+    rates = tuple(item.number(lo=0.0, hi=1e6) for item in items)
+    for k in range(1, len(rates)):
+        if rates[k] < rates[k - 1]:
+            raise items[k].error(f"quantiles must not descend: {rates[k]:g} follows {rates[k - 1]:g}")
+    if rates[-1] <= 0:
+        raise node.error("expected some positive rate (the quantiles are scaled to mean 1)")
+    return rates
 
 
 def _gemm_rows(node: Node) -> tuple:

@@ -677,3 +677,14 @@ def test_command_line(tmp_path, case):
     assert f"error: {trace}: {expected}" in proc.stderr
     if case == "tag":
         assert not canary.exists()
+
+
+def test_speed_rates(tmp_path):
+    """The device's speed quantiles: a list, ascending, not all zero (BASE_B's hardware is a mapping)."""
+    hw = dict(BASE_B["hardware"], speed_spell_ms=100.0)
+    path, msg = _fails(tmp_path, _with(BASE_B, ("hardware",), {**hw, "speed_rates": [0.5, 1.2, 1.0]}))
+    assert path == "hardware.speed_rates[2]" and "descend" in msg
+    path, msg = _fails(tmp_path, _with(BASE_B, ("hardware",), {**hw, "speed_rates": [0.0, 0.0]}))
+    assert path == "hardware.speed_rates" and "positive" in msg
+    path, msg = _fails(tmp_path, _with(BASE_B, ("hardware",), {**hw, "speed_rates": 1.0}))
+    assert path == "hardware.speed_rates"

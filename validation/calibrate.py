@@ -60,10 +60,11 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   row a pass computes (verification, or a drafter's top-k or sampling). A 60-node EAGLE-2 tree
   over the family's 4,096 tokens at concurrency 4 reads 1M logits a step (about 2.5 ms here);
 - speed over time: a 1-layer forward called back to back for 2 s (`validation.probes.speed_probe`),
-  the rate of each 100 ms block; over all the calibration's windows, the spread of the log rates
-  -> `speed_sigma` and the lag at which their autocorrelation falls to 1/e -> `speed_spell_ms`
+  the rate of each 100 ms block; over all the calibration's windows, 21 quantiles of the blocks'
+  rates over their mean -> `speed_rates`, and the lag at which the log rates' autocorrelation
+  falls to 1/e (one block where it is below that from the first lag) -> `speed_spell_ms`
   (`sim.speed.spread_of`), from which the simulator draws its seeded slow and fast spells
-  (sim/speed.py). Identical requests one at a time on this host take up to 1.8x their median
+  (sim/speed.py). Identical requests one at a time on this host take up to 2x their median
   time, so without them every simulated request of such a run has the same TPOT.
 On a GPU the same probes run on the device (bf16 GEMM as well; no matmul curves: its small-M
 products are bandwidth-bound, which the roofline prices) and the file is named after it.
@@ -223,7 +224,7 @@ class Calibration:
         out["elementwise_s"] = t["elementwise"] / (EW_TOKENS * elementwise_elems(EW_SPEC)[0]) if self.serial else 0.0
         # (the engine-step probes' own 256-entry logits, under a microsecond a sequence, stay in seq_s)
         out["logit_s"] = logit_time(*(t[f"logits{v}"] for v in LOGIT_VOCABS))
-        out["speed_sigma"], out["speed_spell_s"] = spread_of(self.series, SPEED_BLOCK_S)
+        out["speed_rates"], out["speed_spell_s"] = spread_of(self.series, SPEED_BLOCK_S)
         return out
 
 
@@ -250,7 +251,7 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s; verify attention products at
 # {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}; elementwise passes
 # {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element;
-# speed over {SPEED_BLOCK_S * 1e3:.0f} ms blocks: log-spread {m['speed_sigma']:.3f}, spells of {m['speed_spell_s'] * 1e3:.0f} ms.
+# speed over {SPEED_BLOCK_S * 1e3:.0f} ms blocks: quantiles of the rate over its mean below, spells of {m['speed_spell_s'] * 1e3:.0f} ms.
 description: {name} (measured)
 tflops: {{fp32: {fp32:.5f}, bf16: {bf16:.5f}}}
 memory_tb_s: {peak_bw / 1e12:.6f}
@@ -269,8 +270,8 @@ eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
 eta_attn: {m['eta_attn']:.4f}
 elementwise_ns: {m['elementwise_s'] * 1e9:.4f}
 logit_ns: {m['logit_s'] * 1e9:.4f}
-speed_sigma: {m['speed_sigma']:.4f}
 speed_spell_ms: {m['speed_spell_s'] * 1e3:.1f}
+{('speed_rates: ' + str(list(m['speed_rates']))) if m['speed_rates'] else '# speed_rates: none measured (a constant speed)'}
 attn_dense: {'true' if m['attn_dense'] else 'false'}
 pass_overhead_us: {m['pass_s'] * 1e6:.1f}
 multi_query_us: {m['multi_query_s'] * 1e6:.1f}
