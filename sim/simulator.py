@@ -159,11 +159,8 @@ class Replica:
             d = spec.depth
             draft = spec.draft(n_draft, ctx_draft, d, () if spec.library else spec.scheme.tree(d),
                                max(spec.fresh, n_draft), spec.first) if n_draft else ZERO_COST
-            dt = main.time + draft.time + host_time(hw, B, allocs + frees, copy)
-            drafting = draft.time
-            if self.speed is not None:
-                wall = self.speed.stretch(self.env.now, dt)
-                dt, drafting = wall, drafting * wall / dt
+            dt, drafting = self._wall(self.env.now, main.time + draft.time + host_time(hw, B, allocs + frees, copy),
+                                      draft.time)
             log.append(1, self.env.now, dt, B, tokens, ctx_sum, main.flops + draft.flops, main.bytes + draft.bytes,
                        bound_of(main.compute_time + draft.compute_time, main.memory_time + draft.memory_time),
                        0, allocs, frees, 0, drafting)
@@ -208,6 +205,14 @@ class Replica:
         return []
 
     # ---- pricing ----------------------------------------------------------------------------
+    def _wall(self, now: float, nominal: float, drafting: float) -> tuple[float, float]:
+        """(wall seconds, of which drafting) of a step of `nominal` seconds starting at `now`,
+        through the device's speed spells (unchanged at a constant speed)."""
+        if self.speed is None or nominal <= 0:
+            return nominal, drafting
+        wall = self.speed.stretch(now, nominal)
+        return wall, drafting * wall / nominal
+
     def _price(self, batch):
         """Price the scheduled step, or the longest undisturbed run of it; returns (k, total seconds)."""
         tr = self.trace
@@ -252,10 +257,7 @@ class Replica:
                             0, allocs, frees, prefill, 0.0)  # a decode run drafts nothing
             total = float(dt.sum())
         else:
-            drafting = draft.time
-            if self.speed is not None:
-                wall = self.speed.stretch(now, dt)
-                dt, drafting = wall, drafting * wall / dt
+            dt, drafting = self._wall(now, dt, draft.time)
             self.log.append(1, now, dt, B, tokens, ctx, main.flops + draft.flops, main.bytes + draft.bytes,
                             bound_of(main.compute_time + draft.compute_time, main.memory_time + draft.memory_time),
                             0, allocs, frees, prefill, drafting)
