@@ -156,9 +156,7 @@ class Replica:
             copy = st.kv_copy_bytes - self._charged[2]
             self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
             main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens))
-            d = spec.depth
-            draft = spec.draft(n_draft, ctx_draft, d, () if spec.library else spec.scheme.tree(d),
-                               max(spec.fresh, n_draft), spec.first) if n_draft else ZERO_COST
+            draft = spec.step_draft(n_draft, ctx_draft) if n_draft else ZERO_COST
             dt, drafting = self._wall(self.env.now, main.time + draft.time + host_time(hw, B, allocs + frees, copy),
                                       draft.time)
             log.append(1, self.env.now, dt, B, tokens, ctx_sum, main.flops + draft.flops, main.bytes + draft.bytes,

@@ -113,10 +113,13 @@ class Speculator:
             if tree:
                 n += 1
                 ctx += c
-        if not n:
-            return ZERO_COST
+        return self.step_draft(n, ctx) if n else ZERO_COST
+
+    def step_draft(self, n: int, ctx: int) -> Cost:
+        """The drafter's price in the step just planned: n drafting sequences of Σ context ctx, at
+        the planned depth, catching up on the fresh tokens `plan` counted (at least one each)."""
         d = self.depth
-        return self.draft(n, ctx, d, () if self.library else self.scheme.tree(d), max(self.fresh, n), self.first)
+        return self.draft(n, ctx, d, () if self.library else self.scheme.tree(d), self.fresh, self.first)
 
     def predict_step(self, batch: int, context: float, depth: int) -> float:
         """Predicted time of a step of `batch` decoding sequences at a mean context, drafting at

@@ -33,6 +33,7 @@ class SpeedProcess:
     def __init__(self, quantiles, spell_s: float, seed: int):
         q = np.asarray(quantiles, dtype=float)
         self.table = q / mean_of(q)  # mean rate 1
+        self.grid = np.linspace(0.0, 1.0, len(q))  # the quantiles' probabilities
         self.spell = spell_s
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5BEED]))
         self.ends: list[float] = []  # wall-clock end of each spell drawn so far
@@ -43,9 +44,8 @@ class SpeedProcess:
         start = self.ends[-1] if self.ends else 0.0
         lengths = self.rng.exponential(self.spell, BATCH)
         u = self.rng.random(BATCH)
-        grid = np.linspace(0.0, 1.0, len(self.table))
         self.ends.extend((start + np.cumsum(lengths)).tolist())
-        self.rates.extend(np.interp(u, grid, self.table).tolist())
+        self.rates.extend(np.interp(u, self.grid, self.table).tolist())
 
     def stretch(self, now: float, nominal: float) -> float:
         """Wall-clock duration of `nominal` seconds of work starting at wall time `now`."""

@@ -20,7 +20,7 @@
    measured hardware profile (default traces/hardware/cpu-measured.yaml, from
    `python -m validation.calibrate`); its report goes under DIR/sim. With `--repeats N` it runs
    N of its own draws (sim.simulator.draw_seed: acceptance samples and, where the profile has
-   speed_sigma, the device's spells; the same requests) under DIR/sim/drawN, pooled as the
+   speed_rates, the device's spells; the same requests) under DIR/sim/drawN, pooled as the
    engine's runs are: a profile with speed spells gives each run's latencies their spread, and
    one draw's p99 of a few requests is mostly chance.
 4. For every scheme and concurrency: the signed relative error (sim - engine) / engine of
@@ -102,8 +102,8 @@ def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measure
 
 
 def pool_runs(reports: list[dict], results: list[dict]) -> dict:
-    """One engine report from several runs of the same trace, pooled as if they had run end to
-    end, so that the machine's slow and fast spells weigh by the time they took (the profile the
+    """One report from several runs of the same trace (the engine's runs, or the simulator's
+    draws), pooled as if they had run end to end, so that the machine's slow and fast spells weigh by the time they took (the profile the
     simulator is priced with is a mean over the same minutes). Per scheme and concurrency:
     throughput is every run's output tokens over their summed durations, TTFT and TPOT
     percentiles are over every run's requests, duration, steps, allocator operations and peak

@@ -252,7 +252,7 @@ SPEED_BLOCK_S = 0.1  # cut into blocks this long
 def speed_probe(device: str, window_s: float = SPEED_WINDOW_S, block_s: float = SPEED_BLOCK_S):
     """The host's speed over a short window: a 1-layer forward (forward_probe) called back to back
     for `window_s`, the rate of each `block_s` block (calls over their summed time), as a list;
-    sim.speed.spread_of turns the windows of a calibration into speed_sigma and speed_spell_s."""
+    sim.speed.spread_of turns the windows of a calibration into speed_rates and speed_spell_s."""
     fn, sync = forward_probe(1, device), _timer(device)
 
     def call() -> list[float]:
