@@ -1,8 +1,8 @@
-"""Issue 7's CI form of the validation: `python -m validation compare --calibrate --repeats 3` runs
-a small trace through the engine (three times) and the simulator at concurrency 1, pricing the
+"""Issue 7's CI form of the validation: `python -m validation compare --calibrate --repeats 5` runs
+a small trace through the engine (five times) and the simulator at concurrency 1, pricing the
 simulator with a profile whose calibration probes ran a few at a time before each scheme's
-engine run; each scheme's three runs are pooled (all tokens over all time). The end-to-end errors
-must stay within stated bounds:
+engine run; each scheme's five runs are pooled (all tokens over all time), as are five draws of
+the simulator. The end-to-end errors must stay within stated bounds:
 
 * THROUGHPUT_BOUND on each scheme's throughput. On the shared 2-core development VM, whose speed
   drifts by a third within minutes, ten runs of this test with the calibration inside
@@ -11,7 +11,9 @@ must stay within stated bounds:
   differences interleaved gave -21% to +10%;
 * SPEEDUP_BOUND on each speculative scheme's speedup over `none` (its throughput ratio), in
   which a machine-wide slowdown cancels: -23% to +26% over the ten runs, -22% to +5% over the
-  three.
+  three. Seven runs with three repeats on 2026-11-30 gave speedup errors of -41% to +17% (mean
+  -16%: the simulator prices the random drafters' passes 18-27% above what the engine's planner
+  takes, `compare`'s draft_time); one of the seven failed, so the test pools five runs.
 
 The project's target is 5%, its goal 2%; tighten these as the model improves."""
 import json
@@ -44,7 +46,7 @@ def test_end_to_end_throughput_error_is_bounded(tmp_path):
     path = tmp_path / "trace.yaml"
     path.write_text(yaml.safe_dump(TRACE))
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
-    args = ["validation", "compare", str(path), "--out", str(tmp_path / "cmp"), "--calibrate", "--repeats", "3",
+    args = ["validation", "compare", str(path), "--out", str(tmp_path / "cmp"), "--calibrate", "--repeats", "5",
             "--threads", "1"]
     proc = subprocess.run([sys.executable, "-m", *args], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
