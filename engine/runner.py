@@ -47,11 +47,15 @@ from sim.steplog import StepLog
 from sim.workload import Request, Workload
 
 def check_schemes(trace: TraceSpec) -> None:
-    """A scheme the engine does not know is a SpecError at its entry."""
+    """A scheme the engine does not know, or a variant it does not run, is a SpecError at its entry."""
     for i, scheme in enumerate(trace.speculation):
         if scheme.name not in SCHEMES:
             raise SpecError(str(trace.path), f"speculation[{i}].scheme",
                             f"the engine does not run scheme '{scheme.name}' (it runs: {', '.join(SCHEMES)})")
+        if scheme.name == "medusa" and not scheme.shared_lm_head:
+            raise SpecError(str(trace.path), f"speculation[{i}].lm_head",
+                            "the engine's Medusa heads read the target's LM head: write lm_head: shared "
+                            "(own, the default, prices one LM head per head)")
 
 
 @dataclass
@@ -59,6 +63,8 @@ class EngineResult:
     result: RunResult
     tokens: dict[int, list[int]]  # request id -> generated token ids
     ranks: dict[tuple[int, int], int]  # (depth, rank of the target's token among the drafter's candidates) -> count
+    draftable: int = 0  # sequence-steps that could draft (TimedPlanner)
+    drafted: int = 0  # of which drafted
 
 
 class EngineRun:
@@ -166,7 +172,8 @@ class EngineRun:
                            decode_seq_steps=self.sched.decode_steps, decode_tokens=self.sched.decode_tokens,
                            acceptance=dict(self.sched.acceptance))
         gen = {s.id: self.tokens[s.id][s.prompt:] for s in result.seqs}
-        return EngineResult(result, gen, dict(sorted(self.ranks.items())))
+        t = self.timed
+        return EngineResult(result, gen, dict(sorted(self.ranks.items())), t.draftable if t else 0, t.drafted if t else 0)
 
     def _drop(self, seq_id: int) -> None:
         self.tables.drop(seq_id)
@@ -277,7 +284,8 @@ class EngineRun:
                 assert len(self.tokens[seq.id]) == seq.num_tokens
         allocs, frees = ops
         tokens, pairs, kv_read, lm, prefill = batch.aggregates()
-        c = self.cost(Work(tokens=tokens, seqs=batch.size, pairs=pairs, kv_read=kv_read, lm_tokens=lm))
+        c = self.cost(Work(tokens=tokens, seqs=batch.size, pairs=pairs, kv_read=kv_read, lm_tokens=lm,
+                           mixed=batch.mixed()))
         self.log.append(1, self.now, dt, batch.size, tokens, sum(batch.context), c.flops, c.bytes,
                         bound_of(c.compute_time, c.memory_time), batch.accepted, allocs, frees, prefill,
                         self.timed.last if self.timed is not None else 0.0)
@@ -290,12 +298,18 @@ class TimedPlanner:
     def __init__(self, planner, sync: Callable[[], None]):
         self.planner, self.sync = planner, sync
         self.last = 0.0  # seconds of this step's plan call (the runner zeroes it before each step)
+        # sequence-steps that could draft (a depth above 0, more than one token left) and did:
+        # prompt lookup drafts only where it finds a match (the simulator's `match`)
+        self.draftable = self.drafted = 0
 
     def plan(self, seqs):
         t0 = time.perf_counter()
         out = self.planner.plan(seqs)
         self.sync()
         self.last = time.perf_counter() - t0
+        if self.planner.depth > 0:
+            self.draftable += sum(1 for s in seqs if s.remaining > 1)
+            self.drafted += sum(1 for p in out if p is not None)
         return out
 
 

@@ -32,6 +32,7 @@ class Work(NamedTuple):
     pairs: object  # attended (query, key) pairs: Σ over queries of the keys each one sees
     kv_read: object  # KV tokens read: Σ over sequences of prior context + new tokens
     lm_tokens: object  # positions whose logits are computed
+    mixed: object = 0  # 1 where some sequences have one query token and others several (else 0)
 
 
 class Cost(NamedTuple):
@@ -100,6 +101,7 @@ class ForwardCost:
         self.elementwise = (self.dense * dense_el + self.moe * moe_el) / tp * hw.elementwise_s  # per token
         self.multi_query = n * hw.multi_query_s  # when some sequence has several query tokens
         self.batch_query = n * hw.batch_query_s  # and more when several sequences may have (seqs > 1)
+        self.mixed_query = n * hw.mixed_query_s  # and more when others have one (Work.mixed)
         self.allreduce_per_tok = n * 2 * (2 * (tp - 1) / tp * m.hidden * ACT_BYTES / hw.link_bw) if tp > 1 else 0.0
         self.allreduce_fixed = n * 2 * hw.allreduce_latency_s if tp > 1 else 0.0
         self.lm_flops_per_tok = 2.0 * m.head_params / tp
@@ -136,16 +138,17 @@ class ForwardCost:
         b_kv = self.kv_tok * (w.kv_read + tokens)
         b_attn = b_kv + self.attn_act_per_tok * tokens
         c_attn, m_attn = run / self.attn_fc, b_kv / self.kv_bw + self.attn_act_per_tok * tokens / self.bw
-        if self.multi_query or self.batch_query:
-            t = t + self.query_host(w.tokens, w.seqs)
+        if self.multi_query or self.batch_query or self.mixed_query:
+            t = t + self.query_host(w.tokens, w.seqs, w.mixed)
         return Cost(time=t + n * self.attention(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
 
-    def query_host(self, tokens, seqs):
+    def query_host(self, tokens, seqs, mixed=0):
         """Host time of a pass in which some sequence has several query tokens (tokens > seqs),
-        more when there are several sequences (which may all have)."""
+        more when there are several sequences (which may all have), and more again when some of
+        them have one (`mixed`: the CPU reference attends to those in a call of their own)."""
         several = tokens > seqs
-        return self.multi_query * several + self.batch_query * (several & (seqs > 1))
+        return self.multi_query * several + self.batch_query * (several & (seqs > 1)) + self.mixed_query * mixed
 
     def attention(self, c_attn, m_attn):
         """Time of attention's compute and memory roofs: their sum where reads precede products

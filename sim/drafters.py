@@ -130,11 +130,17 @@ class PassPricer:
         return Cost(t, f, b, c, m)
 
 
-def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int) -> Cost:
-    """K heads in one pass over n last hidden states: each a residual h x h block + its own LM head
-    (and the top-k over each head's logits: hardware.logit_s per element)."""
+MEDUSA_OPS = 4  # the heads' operations beyond their two products: bias add, SiLU, residual add, top-k
+
+
+def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int, shared_lm_head: bool = False) -> Cost:
+    """K heads in one call over n last hidden states: each a residual h x h block + an LM head,
+    its own (Medusa §2.1.1) or the target's, read once for all K x n rows; the top-k over each
+    head's logits costs hardware.logit_s per element. Not a forward pass: no pass_overhead_s,
+    MEDUSA_OPS launches beyond the products', and draft_seq_s per sequence."""
     h = target.hidden
-    host = Cost(time=drafter_host_time(hw, n, 1) + hw.logit_s * heads * n * target.vocab, flops=0.0, bytes=0.0,
-                compute_time=0.0, memory_time=0.0)
-    return add(linear_cost(h, h, n, target, hw, tp, count=heads), linear_cost(h, target.vocab, n, target, hw, tp, count=heads),
-               host)
+    host = Cost(time=MEDUSA_OPS * hw.launch_s + n * hw.draft_seq_s + hw.logit_s * heads * n * target.vocab,
+                flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
+    lm = (linear_cost(h, target.vocab, heads * n, target, hw, tp) if shared_lm_head
+          else linear_cost(h, target.vocab, n, target, hw, tp, count=heads))
+    return add(linear_cost(h, h, n, target, hw, tp, count=heads), lm, host)

@@ -33,6 +33,10 @@ class HardwareSpec:
     gemm_half_rows: float = 0.0
     eta_kv: float = 1.0  # achievable fraction of eta_memory when attention reads (gathers) paged KV
     pass_overhead_s: float = 0.0  # host time of one drafter forward pass beyond its kernels' launches
+    # host time a target forward pass pays to check its step's index tensors (the engine checks
+    # them once per pass on a CPU; its drafters, which lay out their own passes, do not): a bare
+    # target forward costs pass_overhead_s + index_check_s beyond its layers
+    index_check_s: float = 0.0
     # measured matmul efficiency: ((weight_bytes, ((rows, fraction), ...)), ...), sizes ascending,
     # every curve on the same rows. A product of an M-row activation with a weight matrix of that
     # many bytes runs at `fraction` x peak·eta_compute; rows interpolate linearly, sizes in log
@@ -47,6 +51,10 @@ class HardwareSpec:
     # host time per layer beyond multi_query_s when several sequences have several query tokens
     # (a batch of chains or trees: the CPU reference's padded fused-attention path)
     batch_query_s: float = 0.0
+    # host time per layer beyond batch_query_s when, besides sequences with several query tokens,
+    # others have one (a chain beside a sequence that drafted nothing, a prefill chunk beside
+    # decodes: the CPU reference attends to the single queries in another call)
+    mixed_query_s: float = 0.0
     # host time per sequence per drafter pass (building its rows, reading back its drafts)
     draft_seq_s: float = 0.0
     # attention's score and value products reach eta_attn x peak·eta_compute (fused GPU kernels: 1;
@@ -70,6 +78,10 @@ class HardwareSpec:
     # spells, which spread a run's latencies (its p99) around the same mean
     speed_rates: tuple = ()
     speed_spell_s: float = 0.0
+    # and a slow drift of the same form, multiplying it (empty: none): spells of mean length
+    # speed_drift_s at rates from these quantiles (the calibration's windows' mean rates)
+    speed_drift_rates: tuple = ()
+    speed_drift_s: float = 0.0
 
     def peak(self, dtype: str) -> float:
         """Peak dense FLOP/s for a compute dtype, falling back to the next wider supported one."""
@@ -96,19 +108,24 @@ class HardwareSpec:
                 "step_overhead_us": self.step_overhead_s * us, "seq_overhead_us": self.seq_overhead_s * us,
                 "alloc_op_us": self.alloc_op_s * us, "allreduce_latency_us": self.allreduce_latency_s * us,
                 "gemm_half_rows": self.gemm_half_rows, "eta_kv": self.eta_kv,
-                "pass_overhead_us": self.pass_overhead_s * us, "multi_query_us": self.multi_query_s * us,
-                "batch_query_us": self.batch_query_s * us,
+                "pass_overhead_us": self.pass_overhead_s * us, "index_check_us": self.index_check_s * us,
+                "multi_query_us": self.multi_query_s * us,
+                "batch_query_us": self.batch_query_s * us, "mixed_query_us": self.mixed_query_s * us,
                 "draft_seq_us": self.draft_seq_s * us, "eta_attn": self.eta_attn,
                 "attn_dense": self.attn_dense, "elementwise_ns": self.elementwise_s * 1e9,
-                "logit_ns": self.logit_s * 1e9, "speed_spell_ms": self.speed_spell_s * 1e3} | table \
-            | ({"speed_rates": list(self.speed_rates)} if self.speed_rates else {})
+                "logit_ns": self.logit_s * 1e9, "speed_spell_ms": self.speed_spell_s * 1e3,
+                "speed_drift_ms": self.speed_drift_s * 1e3} | table \
+            | ({"speed_rates": list(self.speed_rates)} if self.speed_rates else {}) \
+            | ({"speed_drift_rates": list(self.speed_drift_rates)} if self.speed_drift_rates else {})
 
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
-         "gemm_rows", "multi_query_us", "batch_query_us", "draft_seq_us", "eta_attn", "attn_dense",
-         "elementwise_ns", "logit_ns", "speed_rates", "speed_spell_ms")
+         "index_check_us", "gemm_rows", "multi_query_us", "batch_query_us",
+         "mixed_query_us", "draft_seq_us", "eta_attn", "attn_dense",
+         "elementwise_ns", "logit_ns", "speed_rates", "speed_spell_ms",
+         "speed_drift_rates", "speed_drift_ms")
 
 
 def preset_names() -> list[str]:
@@ -172,9 +189,11 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         gemm_half_rows=num("gemm_half_rows", 1.0, hi=1e6),
         eta_kv=num("eta_kv", 1.0, hi=1.0, lo_open=True),
         pass_overhead_s=num("pass_overhead_us", 1e-6, hi=1e9),
+        index_check_s=num("index_check_us", 1e-6, hi=1e9),
         gemm_rows=_gemm_rows(f["gemm_rows"]) if "gemm_rows" in f else None,
         multi_query_s=num("multi_query_us", 1e-6, hi=1e9),
         batch_query_s=num("batch_query_us", 1e-6, hi=1e9),
+        mixed_query_s=num("mixed_query_us", 1e-6, hi=1e9),
         draft_seq_s=num("draft_seq_us", 1e-6, hi=1e9),
         eta_attn=num("eta_attn", 1.0, hi=1.0, lo_open=True),
         attn_dense=f["attn_dense"].boolean() if "attn_dense" in f else None,
@@ -182,6 +201,8 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         logit_s=num("logit_ns", 1e-9, hi=1e6),
         speed_rates=_speed_rates(f["speed_rates"]) if "speed_rates" in f else None,
         speed_spell_s=num("speed_spell_ms", 1e-3, hi=1e9),
+        speed_drift_rates=_speed_rates(f["speed_drift_rates"]) if "speed_drift_rates" in f else None,
+        speed_drift_s=num("speed_drift_ms", 1e-3, hi=1e9),
     )
     defaults = {f.name: f.default for f in fields(HardwareSpec) if f.default is not MISSING}  # the optional fields
     defaults |= dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,

@@ -107,13 +107,14 @@ class PageCounter:
 
     def decode_step(self, seq_id: Hashable, nodes: int) -> None:
         """grow(seq, 1) then speculate(seq, a tree of `nodes`), in one call: the same pages (placing
-        1 + nodes tokens at once takes ceil of the same shortfall) for the simulator's steady runs."""
+        1 + nodes tokens at once takes ceil of the same shortfall) for the simulator's steady runs;
+        with no nodes, grow(seq, 1) alone (a sequence that drafts nothing this step)."""
         s = self._seqs[seq_id]
         if s[2] >= 0:
             raise ValueError(f"sequence {seq_id!r} has uncommitted speculation")
         self._place(s, 1 + nodes)
         s[0] += 1
-        s[2] = nodes
+        s[2] = nodes if nodes else -1
         st = self.stats
         st.committed_tokens += 1
         st.speculative_tokens += nodes

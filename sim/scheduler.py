@@ -104,6 +104,18 @@ class Batch:
         return tokens, pairs, kv_read, lm, prefill
 
 
+    def mixed(self) -> int:
+        """1 if some sequence runs one query token (a decode that drafted nothing) and another
+        several (a prefill chunk, or a decode with drafts to verify), else 0 (Work.mixed)."""
+        one = several = False
+        for q, tree in zip(self.query, self.trees):
+            if q + len(tree) == 1:
+                one = True
+            else:
+                several = True
+        return int(one and several)
+
+
 def _depth_sum(plan, parents: Sequence[int]) -> int:
     """Σ over nodes of their depth: how many drafted ancestors-or-self each node attends to."""
     known = getattr(plan, "depth_sum", None)

@@ -155,7 +155,7 @@ class Replica:
             allocs, frees = st.page_allocs - self._charged[0], st.page_frees - self._charged[1]
             copy = st.kv_copy_bytes - self._charged[2]
             self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
-            main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens))
+            main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens, int(0 < n_draft < B)))
             draft = spec.step_draft(n_draft, ctx_draft) if n_draft else ZERO_COST
             dt, drafting = self._wall(self.env.now, main.time + draft.time + host_time(hw, B, allocs + frees, copy),
                                       draft.time)
@@ -233,7 +233,7 @@ class Replica:
             frees = np.zeros(k, dtype=np.int64)
             frees[0] = frees0
         else:
-            work = Work(tokens=tokens, seqs=B, pairs=pairs, kv_read=kv_read, lm_tokens=lm)
+            work = Work(tokens=tokens, seqs=B, pairs=pairs, kv_read=kv_read, lm_tokens=lm, mixed=batch.mixed())
             allocs, frees = allocs0, frees0
         main = self.target_cost(work)
         draft = self.spec.draft_cost(batch) if self.spec is not None else ZERO_COST

@@ -34,6 +34,8 @@ class Speculator:
         self._static: dict[tuple[int, int], CompiledTree] = {}
         self._picks: list[int] = []
         self._cut: dict[tuple[int, int, int], CompiledTree] = {}  # library trees cut near a request's end
+        self.match = scheme.match_rate()  # below 1: each drafting sequence finds a match with this probability
+        self.matches = random.Random(int(np.random.SeedSequence([seed, 11]).generate_state(1)[0])).random
         self.policy = scheme.policy if scheme.policy != "goodput" else \
             Goodput(scheme.max_depth, self.expected_accepted, self.predict_step)
         self.depth = 0  # the depth chosen for the current step
@@ -44,11 +46,17 @@ class Speculator:
         return self.scheme.nodes_at(depth) if self.library else len(self.scheme.tree(depth))
 
     def expected_accepted(self, depth: int) -> float:
+        """Expected accepted drafts per sequence-step at `depth` (steps without a match: none)."""
         if depth == 0:
             return 0.0
         if self.library:
             return self.library.expected(depth)
-        return self.scheme.acceptance.rank.compile(self.scheme.tree(depth)).expected
+        return self.match * self.scheme.acceptance.rank.compile(self.scheme.tree(depth)).expected
+
+    def _matched(self, plans: list) -> list:
+        """Each planned tree kept with probability `match` (one draw per tree, in order), else None."""
+        draw, m = self.matches, self.match
+        return [p if p is None or draw() < m else None for p in plans]
 
     def tree(self, depth: int, limit: int) -> CompiledTree:
         """A draft tree at `depth`, cut so it never drafts more than `limit` tokens deep."""
@@ -89,22 +97,30 @@ class Speculator:
                      (tree(d, s.output - s.generated - 1) if s.output - s.generated > 1 else None) for s in seqs]
         else:
             plans = [tree(d, s.output - s.generated - 1) if s.output - s.generated > 1 else None for s in seqs]
+            if self.match < 1:
+                plans = self._matched(plans)
         self.fresh, self.first = catch_up(s for s, p in zip(seqs, plans) if p is not None)
         return plans
 
-    def plan_full(self, seqs, depth: int) -> list[CompiledTree]:
-        """plan() for sequences that all draft full trees at a known depth (the simulator's
+    def plan_full(self, seqs, depth: int) -> list[CompiledTree | None]:
+        """plan() for sequences that may all draft full trees at a known depth (the simulator's
         steady runs): the same draws in the same order, without the per-sequence checks."""
         self.depth = depth
-        self.fresh, self.first = catch_up(seqs)
         n = len(seqs)
         if self.library:
+            self.fresh, self.first = catch_up(seqs)
             lib = self.library.trees(depth)
             picks = self._picks
             if len(picks) < n:
                 picks.extend(self.pick.integers(0, len(lib), size=4096).tolist())
             return [lib[picks.pop()] for _ in range(n)]
-        return [self.tree(depth, depth)] * n
+        plans = [self.tree(depth, depth)] * n
+        if self.match < 1:
+            plans = self._matched(plans)
+            self.fresh, self.first = catch_up(s for s, p in zip(seqs, plans) if p is not None)
+        else:
+            self.fresh, self.first = catch_up(seqs)
+        return plans
 
     # ---- cost -------------------------------------------------------------------------------
     def draft_cost(self, batch) -> Cost:
@@ -125,14 +141,16 @@ class Speculator:
         """Predicted time of a step of `batch` decoding sequences at a mean context, drafting at
         `depth`: the goodput policy's denominator."""
         nodes = self.nodes(depth) if depth else 0
-        tokens = batch * (1 + nodes)
+        drafting = max(1, round(batch * self.match)) if depth else 0  # sequences with drafts (prompt lookup: a match)
+        tokens = batch + drafting * nodes
         ctx = int(context)
-        work = Work(tokens=tokens, seqs=batch, pairs=tokens * (ctx + 1) + batch * nodes * max(depth, 1),
-                    kv_read=batch * (ctx + 1), lm_tokens=tokens)
+        work = Work(tokens=tokens, seqs=batch, pairs=tokens * (ctx + 1) + drafting * nodes * max(depth, 1),
+                    kv_read=batch * (ctx + 1), lm_tokens=tokens, mixed=int(0 < drafting < batch))
         t = self.target(work).time + host_time(self.trace.hardware, batch)
         if depth:  # in steady decoding a drafter catches up on the last step's accepted drafts + 1
-            fresh = round(batch * (1 + self.expected_accepted(depth)))
-            t += self.draft(batch, batch * ctx, depth, () if self.library else self.scheme.tree(depth), fresh, 0).time
+            fresh = round(drafting * (1 + self.expected_accepted(depth) / self.match))
+            t += self.draft(drafting, drafting * ctx, depth, () if self.library else self.scheme.tree(depth),
+                            fresh, 0).time
         return t
 
     # ---- acceptance (simulator) -------------------------------------------------------------

@@ -12,6 +12,13 @@ nominal duration d starting at wall time t ends when the work done since t reach
 span spells. The spells come from their own seeded generator, drawn in time order, so a run's
 result depends on the times at which steps start and not on how they are grouped (the
 simulator's vectorised runs and its step-by-step path agree).
+
+A profile may add a slow drift of the same form (hardware.speed_drift_rates, speed_drift_s):
+the rate is then the product of the two, each of mean 1. The calibration measures the fast
+spells within its 2-second windows (each block over its window's mean) and the drift between
+windows (their means, `drift_of`): this host is slower for whole seconds now and then (one of
+eight engine runs of a scheme at 0.6x the others), on top of stalls within a window, and one
+spell length cannot follow both (estimated over all blocks at once it read 100 to 786 ms).
 """
 from __future__ import annotations
 
@@ -29,46 +36,101 @@ def mean_of(quantiles) -> float:
     return float((q[:-1] + q[1:]).sum() / (2 * (len(q) - 1))) if len(q) > 1 else float(q[0])
 
 
-class SpeedProcess:
-    def __init__(self, quantiles, spell_s: float, seed: int):
+class Spells:
+    """One component of the speed: wall-clock spells of exponentially distributed length (mean
+    `spell_s`), each at a rate drawn from `quantiles` scaled to mean 1, drawn in time order."""
+
+    def __init__(self, quantiles, spell_s: float, rng: np.random.Generator):
         q = np.asarray(quantiles, dtype=float)
         self.table = q / mean_of(q)  # mean rate 1
         self.grid = np.linspace(0.0, 1.0, len(q))  # the quantiles' probabilities
         self.spell = spell_s
-        self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5BEED]))
+        self.rng = rng
         self.ends: list[float] = []  # wall-clock end of each spell drawn so far
         self.rates: list[float] = []
         self.i = 0  # the spell holding the latest time asked about
 
-    def _draw(self) -> None:
+    def draw(self) -> None:
+        first = not self.ends
         start = self.ends[-1] if self.ends else 0.0
         lengths = self.rng.exponential(self.spell, BATCH)
         u = self.rng.random(BATCH)
         self.ends.extend((start + np.cumsum(lengths)).tolist())
-        self.rates.extend(np.interp(u, self.grid, self.table).tolist())
+        rates = np.interp(u, self.grid, self.table)
+        if first:  # the spell a run starts in: drawn in proportion to the work done in it
+            rates[0] = self.work_weighted(u[0])
+        self.rates.extend(rates.tolist())
 
-    def stretch(self, now: float, nominal: float) -> float:
-        """Wall-clock duration of `nominal` seconds of work starting at wall time `now`."""
-        ends, rates = self.ends, self.rates
-        i = self.i
-        while i > 0 and ends[i - 1] > now:  # a vectorised run cut short: back to its last step
+    def work_weighted(self, u: float) -> float:
+        """The rate at probability u of the distribution weighted by rate (a spell's share of
+        the work done). A run started after others finished (an engine run, a calibration
+        probe's call) lands in a spell in proportion to the work done in it, not the time it
+        lasts: without this, a run shorter than the spells would take E[1/r] (above 1) times
+        its nominal time on average, where the engine's runs and the profile's figures, both
+        work-driven, take their nominal time."""
+        fine = np.linspace(0.0, 1.0, 4097)
+        r = np.interp(fine, self.grid, self.table)
+        cdf = np.concatenate(([0.0], np.cumsum((r[1:] + r[:-1]) / 2)))
+        return float(np.interp(u * cdf[-1], cdf, r))
+
+    def seek(self, now: float) -> int:
+        """The spell holding wall time `now` (back as well: a vectorised run cut short returns to
+        its last step)."""
+        ends, i = self.ends, self.i
+        while i > 0 and ends[i - 1] > now:
             i -= 1
         while i >= len(ends) or ends[i] <= now:
             if i >= len(ends):
-                self._draw()
+                self.draw()
                 continue
             i += 1
         self.i = i
+        return i
+
+    def at(self, i: int) -> tuple[float, float]:
+        """(end, rate) of spell i, drawing as far as needed."""
+        while i >= len(self.ends):
+            self.draw()
+        return self.ends[i], self.rates[i]
+
+
+class SpeedProcess:
+    """The device's rate over wall time: the product of independent components of mean 1, the
+    fast spells (`quantiles`, `spell_s`) and optionally a slow drift of the same form (`drift`:
+    (quantiles, spell_s)), each from its own seeded generator."""
+
+    def __init__(self, quantiles, spell_s: float, seed: int, drift: tuple | None = None):
+        self.parts = [Spells(quantiles, spell_s, np.random.default_rng(np.random.SeedSequence([seed, 0x5BEED])))]
+        if drift is not None:
+            self.parts.append(Spells(drift[0], drift[1], np.random.default_rng(np.random.SeedSequence([seed, 0xD21F7]))))
+
+    def stretch(self, now: float, nominal: float) -> float:
+        """Wall-clock duration of `nominal` seconds of work starting at wall time `now`."""
+        parts = self.parts
+        if len(parts) == 1:  # the common case, one component
+            sp = parts[0]
+            i = sp.seek(now)
+            t, left = now, nominal
+            while True:
+                end, rate = sp.at(i)
+                room = (end - t) * rate
+                if left <= room:
+                    return t + left / rate - now
+                left -= room
+                t = end
+                i += 1
+        idx = [sp.seek(now) for sp in parts]
         t, left = now, nominal
         while True:
-            if i >= len(ends):
-                self._draw()
-            room = (ends[i] - t) * rates[i]
+            spells = [sp.at(i) for sp, i in zip(parts, idx)]
+            end = min(e for e, _ in spells)
+            rate = math.prod(r for _, r in spells)
+            room = (end - t) * rate
             if left <= room:
-                return t + left / rates[i] - now
+                return t + left / rate - now
             left -= room
-            t = ends[i]
-            i += 1
+            t = end
+            idx = [i + 1 if e == end else i for i, (e, _) in zip(idx, spells)]
 
     def stretch_run(self, now: float, nominal: np.ndarray) -> np.ndarray:
         """Wall-clock durations of consecutive steps starting at `now` (a vectorised decode run)."""
@@ -83,7 +145,8 @@ class SpeedProcess:
 def speed_process(hw, seed: int) -> SpeedProcess | None:
     """The hardware's speed process, or None when it runs at a constant speed (every preset)."""
     if hw.speed_rates and hw.speed_spell_s > 0:
-        return SpeedProcess(hw.speed_rates, hw.speed_spell_s, seed)
+        drift = (hw.speed_drift_rates, hw.speed_drift_s) if hw.speed_drift_rates and hw.speed_drift_s > 0 else None
+        return SpeedProcess(hw.speed_rates, hw.speed_spell_s, seed, drift)
     return None
 
 
@@ -114,3 +177,34 @@ def spread_of(series, block_s: float) -> tuple[tuple[float, ...], float]:
             return table, block_s * (lag - 1 + (prev - 1 / math.e) / (prev - c)) if lag > 1 else block_s
         prev, last = c, lag
     return table, block_s * last / -math.log(prev) if last and prev < 1 else block_s
+
+
+def drift_of(windows, block_s: float) -> tuple[tuple[float, ...], float]:
+    """(speed_drift_rates, speed_drift_s) from windows of block rates taken at various moments,
+    `windows` = [(start seconds, [block rates])]: the QUANTILES quantiles of the windows' mean
+    rates over their mean, and the mean length of the spells of a process whose log rate
+    correlates as exp(-gap / spell) between windows `gap` seconds apart (the maximum-likelihood
+    spell for the consecutive windows' log means as an AR(1) process sampled at their gaps; at
+    least a window's length, since what varies within a window is the fast spells'). ((), 0)
+    with fewer than three windows, or none varying."""
+    ws = sorted((float(t), float(np.mean(r)), len(r)) for t, r in windows if len(r))
+    if len(ws) < 3:
+        return (), 0.0
+    means = np.array([m for _, m, _ in ws])
+    rel = means / means.mean()
+    if np.ptp(rel) <= 1e-12:
+        return (), 0.0
+    table = tuple(round(float(v), 4) for v in np.quantile(rel, np.linspace(0.0, 1.0, QUANTILES)))
+    x = np.log(means) - np.log(means).mean()
+    v = float(x.var())
+    gaps = np.diff([t for t, _, _ in ws])
+    a, b = x[:-1], x[1:]
+    floor = max(n for _, _, n in ws) * block_s
+
+    def nll(spell: float) -> float:
+        rho = np.exp(-gaps / spell)
+        s2 = v * np.maximum(1.0 - rho ** 2, 1e-12)
+        return float(np.sum(np.log(s2) + (b - rho * a) ** 2 / s2))
+
+    grid = np.geomspace(floor, max(floor * 10, 1e4), 400)
+    return table, float(grid[int(np.argmin([nll(s) for s in grid]))])

@@ -612,6 +612,13 @@ def test_medusa_explicit_tree_larger_than_its_budget(tmp_path):
     assert trace.speculation[1].tree_nodes == 2
 
 
+def test_medusa_lm_head(tmp_path):
+    doc = _with(BASE_A, ("speculation",), [{"scheme": "none"}, {"scheme": "medusa", "heads": 2, "lm_head": "tied",
+                                                                 "acceptance": {"per_depth": [0.6, 0.4]}}])
+    path, msg = _fails(tmp_path, doc)
+    assert path == "speculation[1].lm_head" and "own" in msg and "shared" in msg
+
+
 def test_unwritable_output_folder(tmp_path):
     trace = tmp_path / TRACE_NAME
     trace.write_text(yaml.safe_dump(BASE_C))
@@ -688,3 +695,7 @@ def test_speed_rates(tmp_path):
     assert path == "hardware.speed_rates" and "positive" in msg
     path, msg = _fails(tmp_path, _with(BASE_B, ("hardware",), {**hw, "speed_rates": 1.0}))
     assert path == "hardware.speed_rates"
+    path, msg = _fails(tmp_path, _with(BASE_B, ("hardware",), {**hw, "speed_drift_rates": [1.0, 0.5]}))
+    assert path == "hardware.speed_drift_rates[1]" and "descend" in msg
+    path, msg = _fails(tmp_path, _with(BASE_B, ("hardware",), {**hw, "speed_drift_ms": -1}))
+    assert path == "hardware.speed_drift_ms"

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def test_small_calibration_writes_a_loadable_profile(tmp_path):
     m = measure(size_mb=16, gemm_n=128, repeats=2)
     for key in ("copy_bw", "stream_bw", "flops_fp32", "launch_s", "layer_s", "step_s", "seq_s", "alloc_op_s",
-                "multi_query_s", "draft_seq_s"):
+                "multi_query_s", "draft_seq_s", "pass_s", "index_check_s", "mixed_query_s", "batch_query_s"):
         assert m[key] >= 0, key
     assert m["rounds"] == 2
     assert 0 < m["eta_attn"] <= 1 and m["attn_dense"] is True and 1e-11 < m["elementwise_s"] < 1e-7
@@ -29,6 +29,9 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     assert hw.mem_bw * hw.eta_memory == pytest.approx(m["stream_bw"], rel=1e-3)
     assert hw.step_overhead_s == pytest.approx(m["step_s"], rel=1e-2, abs=1e-7)
     assert hw.draft_seq_s == pytest.approx(m["draft_seq_s"], rel=1e-2, abs=1e-7)
+    assert hw.pass_overhead_s == pytest.approx(m["pass_s"], rel=1e-2, abs=1e-7)
+    assert hw.index_check_s == pytest.approx(m["index_check_s"], rel=1e-2, abs=1e-7)
+    assert hw.mixed_query_s == pytest.approx(m["mixed_query_s"], rel=1e-2, abs=1e-7)
     assert hw.eta_attn == pytest.approx(m["eta_attn"], abs=1e-4) and hw.attn_dense
     assert hw.elementwise_s == pytest.approx(m["elementwise_s"], rel=1e-3)
     assert 1e-12 < m["logit_s"] < 1e-7 and hw.logit_s == pytest.approx(m["logit_s"], rel=1e-3)
@@ -97,3 +100,25 @@ def test_logit_time_is_the_slope_over_the_vocabulary():
     assert logit_time(1e-3, 9e-4) == 0.0
     tokens, n, path = logit_probe("cpu", 64)()  # the engine's own verification runs on it
     assert tokens.shape[0] == LOGIT_SEQS and all(1 <= k <= LOGIT_NODES + 1 for k in n.tolist())
+
+
+def test_the_pass_overhead_probe_runs_its_passes_as_the_drafters_do():
+    """pass_overhead_us is measured on a forward that skips the index checks, as every drafter's
+    model does (index_check_us is the checked call's extra); the target checks."""
+    from engine.drafting.heads import random_drafters
+    from engine.model import Model
+    from sim.models import ModelSpec
+    from validation.probes import forward_probe
+
+    def model_of(fn):
+        return fn.__closure__[[c.cell_contents.__class__ for c in fn.__closure__].index(Model)].cell_contents
+
+    assert model_of(forward_probe(1, "cpu", check=False)).ops is model_of(forward_probe(1, "cpu", check=False)).ops_unchecked
+    checked = model_of(forward_probe(1, "cpu"))
+    assert checked.ops is not checked.ops_unchecked
+    spec = ModelSpec(name="t", layers=1, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128, vocab=256,
+                     bytes_per_weight=4, bytes_per_kv=4)
+    target = Model.random(spec, seed=0)
+    d = random_drafters(target, 1)
+    for m in [d.draft, d.eagle.model, *(h.model for h in d.mtp)]:
+        assert m.ops is m.ops_unchecked

@@ -1,5 +1,7 @@
 """validation.compare: acceptance rates from engine counts, signed errors, and one tiny end-to-end run."""
 import json
+
+import yaml
 from types import SimpleNamespace
 
 import pytest
@@ -87,3 +89,21 @@ def test_end_to_end_on_a_tiny_trace(tmp_path):
     assert (out / "comparison.png").exists() and (out / "sim" / "report.json").exists()
     measured = json.loads((out / "acceptance-ngram.json").read_text())
     assert all(0 <= a <= 1 for a in measured["per_depth"])
+    # prompt lookup's match rate, measured by the engine, passed to the simulator's trace
+    sim_doc = yaml.safe_load((out / "sim-trace.yaml").read_text())
+    match = sim_doc["speculation"][1]["match"]
+    assert 0 < match <= 1
+
+
+def test_sim_trace_takes_the_measured_match_only_where_the_trace_gave_none(tmp_path):
+    from validation.compare import sim_trace_doc
+    trace = write_trace(tmp_path, speculation=[{"scheme": "none"}, {"scheme": "ngram", "k": 3},
+                                               {"scheme": "ngram", "k": 3, "label": "fixed", "match": 0.9},
+                                               {"scheme": "eagle", "depth": 2}])
+    acc = tmp_path / "a.json"
+    acc.write_text("{}")
+    report = {"model": {"name": "m", "layers": 1}}
+    doc = sim_trace_doc(trace, report, tmp_path / "hw.yaml", {"ngram": acc, "fixed": acc, "eagle": acc},
+                        {"ngram": 0.4, "fixed": 0.4, "eagle": 1.0})
+    s = doc["speculation"]
+    assert s[1]["match"] == 0.4 and s[2]["match"] == 0.9 and "match" not in s[3]

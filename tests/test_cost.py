@@ -212,6 +212,24 @@ def test_drafter_host_time_per_sequence_per_pass():
     assert d == pytest.approx(3 * 100e-6, rel=1e-9)
 
 
+def test_medusa_heads_read_their_lm_heads_once_and_pay_no_forward_overhead():
+    """Own LM heads (Medusa §2.1.1): K matrices of h x V read; shared: the target's one matrix for
+    all K x n rows (same FLOPs). The heads' call is not a forward pass: pass_overhead_us adds
+    nothing, its launches do (two products and MEDUSA_OPS more)."""
+    from sim.drafters import MEDUSA_OPS, medusa_cost
+    m = model("llama-3.1-8b")
+    hw = device("h100-sxm")
+    own, shared = medusa_cost(m, hw, 1, 4, 2), medusa_cost(m, hw, 1, 4, 2, shared_lm_head=True)
+    assert own.flops == pytest.approx(shared.flops, rel=1e-12)
+    lm = m.hidden * m.vocab * m.bytes_per_weight
+    assert own.bytes - shared.bytes == pytest.approx(3 * lm, rel=1e-9)
+    assert own.time > shared.time
+    assert medusa_cost(m, device("h100-sxm", pass_overhead_us=500.0), 1, 4, 2).time == own.time
+    launched = device("h100-sxm", launch_us=10.0)
+    d = medusa_cost(m, launched, 1, 4, 2).time - medusa_cost(m, device("h100-sxm", launch_us=0.0), 1, 4, 2).time
+    assert d == pytest.approx((2 + MEDUSA_OPS) * 10e-6, rel=1e-9)
+
+
 @pytest.mark.parametrize("w", [Work(tokens=64, seqs=1, pairs=64 * 2048, kv_read=2048, lm_tokens=64),  # a tree
                                Work(tokens=512, seqs=1, pairs=512 * 513 // 2, kv_read=512, lm_tokens=1)])  # prefill
 def test_attention_efficiency_and_dense_reference_attention(w):

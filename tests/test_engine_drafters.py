@@ -21,7 +21,7 @@ SHAPE = {"random_shape": "tiny", "layers": 2, "hidden": 64, "heads": 4, "kv_head
 SCHEMES = [
     {"scheme": "none"},
     {"scheme": "draft", "k": 3},
-    {"scheme": "medusa", "heads": 3},
+    {"scheme": "medusa", "heads": 3, "lm_head": "shared"},
     {"scheme": "eagle", "depth": 3},
     {"scheme": "eagle", "depth": 3, "tree": 8, "label": "eagle-tree",
      "acceptance": {"rank_depth": [[0.5, 0.2, 0.1], [0.4, 0.2], [0.3]]}},
@@ -62,6 +62,8 @@ def test_every_scheme_is_lossless_at_temperature_zero(tmp_path, paging):
         assert r.tokens == base, f"{label} ({paging}) changed the greedy output"
     drafted = {label: sum(r.result.acceptance.values()) for label, r in res.items()}
     assert all(drafted[k] > 0 for k in drafted if k != "none"), drafted
+    # a model drafter drafts on every sequence-step that may (its match rate is 1)
+    assert all(r.drafted == r.draftable == drafted[k] for k, r in res.items() if k != "none")
 
 
 def test_lossless_under_preemption(tmp_path):
@@ -120,7 +122,7 @@ def test_policies_choose_the_depth(tmp_path):
 
 def test_sampled_runs_of_every_scheme_complete(tmp_path):
     """Temperature 1: sampled chains with q, deterministic trees, Medusa's typical acceptance."""
-    schemes = SCHEMES[1:] + [{"scheme": "medusa", "heads": 3, "typical": True, "label": "medusa-typical",
+    schemes = SCHEMES[1:] + [{"scheme": "medusa", "heads": 3, "lm_head": "shared", "typical": True, "label": "medusa-typical",
                               "acceptance": {"rank_depth": [[0.5, 0.2], [0.4, 0.1], [0.3]]}}]
     res = run_all(tmp_path, speculation=[{"scheme": "none"}] + schemes,
                   workload={**BASE["workload"], "temperature": 1.0})

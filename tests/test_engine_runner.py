@@ -68,6 +68,10 @@ def test_greedy_ngram_is_lossless_and_indexshare_spares_the_pool(tmp_path):
     for r in res.values():
         for s in r.result.seqs:
             assert len(r.tokens[s.id]) == s.output
+    # sequence-steps that could draft and did: prompt lookup finds no match on some of them
+    r = res[next(t for t in res if t.startswith("ngram-naive-"))]
+    assert 0 < r.drafted < r.draftable and r.drafted == sum(r.result.acceptance.values())
+    assert res["none-open"].draftable == 0
 
 
 def test_tiny_pool_preempts_recomputes_and_stays_lossless(tmp_path):
@@ -174,6 +178,15 @@ def test_more_mtp_modules_than_the_model_has_exits_2(tmp_path, capsys):
     assert main(["run", str(path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "speculation[1].depth:" in err and "2 MTP module(s)" in err and "Traceback" not in err
+
+
+def test_medusa_with_its_own_lm_heads_exits_2(tmp_path, capsys):
+    """The engine's Medusa heads read the target's LM head; a trace that prices one per head
+    (`lm_head: own`, the default) would compare unlike things."""
+    path = write_trace(tmp_path, speculation=[{"scheme": "none"}, {"scheme": "medusa", "heads": 2}])
+    assert main(["run", str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "speculation[1].lm_head:" in err and "lm_head: shared" in err and "Traceback" not in err
 
 
 def test_prompt_lookup():

@@ -8,6 +8,7 @@ import yaml
 
 from sim.cli import main, run_trace
 from sim.drafters import PassPricer, eagle_head
+from sim.errors import SpecError
 from sim.policy import BatchTable
 from sim.simulator import simulate
 from sim.speculation import Speculator
@@ -148,10 +149,12 @@ def test_speculative_runs_equal_step_by_step(tmp_path, paging, arrival):
     """The fast path repeats steady speculative steps without rescheduling; every row, draw and
     request outcome must equal stepping through schedule -> price -> commit one at a time."""
     trace = make_trace(tmp_path, serving={"paging": paging, "max_num_batched_tokens": 2048},
+                       hardware={"preset": "h100-sxm", "multi_query_us": 20, "batch_query_us": 10,
+                                 "mixed_query_us": 30},  # the host terms of several- and mixed-query passes
                        workload={"arrival": arrival, "requests": 30,
                                  "output_tokens": {"dist": "uniform", "min": 20, "max": 120}},
                        speculation=[EAGLE2, EAGLE, ALL[3], {**EAGLE, "label": "table", "policy": {
-                           "batch_table": {"1-2": 4, "3-": 2}}}])
+                           "batch_table": {"1-2": 4, "3-": 2}}}, {**ALL[6], "match": 0.6}])
     wl = make_requests(trace.workload, trace.seed)
     for scheme in trace.speculation:
         fast = simulate(trace, scheme, wl, fast=True)
@@ -163,6 +166,64 @@ def test_speculative_runs_equal_step_by_step(tmp_path, paging, arrival):
         assert fast.allocator == slow.allocator
         assert (fast.decode_seq_steps, fast.decode_tokens) == (slow.decode_seq_steps, slow.decode_tokens)
         assert fast.acceptance == slow.acceptance and sum(fast.acceptance.values()) > 0
+
+
+def test_mixed_passes_pay_mixed_query_per_layer(tmp_path):
+    """A step in which some sequences run one query token (drafted nothing, or decode beside a
+    prefill chunk) and others several pays mixed_query_us per layer, and no other step does.
+    Closed loop, so the steps and draws are the same with and without it."""
+    ngram = {"scheme": "ngram", "k": 3, "acceptance": {"per_depth": [0.5, 0.4, 0.3]}}
+    runs = []
+    for us in (0.0, 100.0):
+        trace = make_trace(tmp_path, hardware={"preset": "h100-sxm", "mixed_query_us": us},
+                           workload={"arrival": {"process": "closed", "concurrency": 6}, "requests": 20},
+                           speculation=[ngram])
+        runs.append(simulate(trace, trace.speculation[0], make_requests(trace.workload, trace.seed)).steps.columns())
+    a, b = runs
+    assert np.array_equal(a["query_tokens"], b["query_tokens"]) and np.array_equal(a["batch_size"], b["batch_size"])
+    extra = b["duration"] - a["duration"]
+    layers = trace.model.layers
+    paid = np.isclose(extra, layers * 100e-6, rtol=1e-6, atol=0)
+    assert np.all(paid | np.isclose(extra, 0.0, atol=1e-12))
+    several = a["query_tokens"] > a["batch_size"]
+    assert paid.any() and not (paid & ~several).any()  # only where some sequence has several queries
+    assert (several & ~paid & (a["batch_size"] > 1)).any()  # and not where all of them have
+
+
+def test_prompt_lookup_drafts_on_its_match_rate(tmp_path):
+    """`match`: a sequence drafts with that probability (seeded draws); the acceptance applies to
+    the drafted steps, so each drafted step accepts as many tokens as with match 1; the steps
+    without drafts decode one token beside the others (mixed passes)."""
+    ngram = ALL[6]
+    got = {}
+    for m in (1.0, 0.5):
+        trace = make_trace(tmp_path, workload={"arrival": {"process": "closed", "concurrency": 4}, "requests": 40,
+                                               "output_tokens": {"dist": "fixed", "value": 100}},
+                           speculation=[{**ngram, "match": m}])
+        res = simulate(trace, trace.speculation[0], make_requests(trace.workload, trace.seed))
+        drafted = sum(res.acceptance.values())
+        accepted = sum(a * n for (_, a), n in res.acceptance.items())
+        got[m] = (drafted / res.decode_seq_steps, accepted / drafted, res.steps.columns())
+    assert got[1.0][0] > 0.95  # all but the last step of some requests
+    assert got[0.5][0] == pytest.approx(0.5 * got[1.0][0], abs=0.03)
+    assert got[0.5][1] == pytest.approx(got[1.0][1], rel=0.05)
+    cols = got[0.5][2]
+    assert (cols["query_tokens"] - cols["batch_size"] < 3 * cols["batch_size"]).any()  # some sequences did not draft
+    with pytest.raises(SpecError, match="match"):
+        make_trace(tmp_path, speculation=[{**ngram, "match": 0}])
+
+
+def test_batch_mixed_flag():
+    from sim.scheduler import Batch
+    def batch(query, trees):
+        n = len(query)
+        return Batch(seqs=[None] * n, query=query, trees=trees, plans=[None] * n, samples=[True] * n,
+                     decode=[True] * n, context=[10] * n)
+    assert batch([1, 1], [(), ()]).mixed() == 0
+    assert batch([1, 1], [(-1,), (-1, 0)]).mixed() == 0
+    assert batch([1, 1], [(-1,), ()]).mixed() == 1
+    assert batch([64, 1], [(), ()]).mixed() == 1
+    assert batch([64], [()]).mixed() == 0
 
 
 def test_steps_record_the_drafters_share(tmp_path):

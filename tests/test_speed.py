@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sim.simulator import simulate
-from sim.speed import QUANTILES, SpeedProcess, mean_of, speed_process, spread_of
+from sim.speed import QUANTILES, SpeedProcess, drift_of, mean_of, speed_process, spread_of
 from sim.workload import make_requests
 from tests.helpers import make_trace
 
@@ -23,9 +23,9 @@ def test_constant_rate_is_the_identity_and_presets_have_none(tmp_path):
 
 def test_rates_follow_the_quantiles_scaled_to_mean_one():
     assert mean_of((0.0, 1.0)) == pytest.approx(0.5) and mean_of((1.0, 1.0, 4.0)) == pytest.approx(1.75)
-    p = SpeedProcess(SKEWED, 0.1, seed=3)
+    p = SpeedProcess(SKEWED, 0.1, seed=3).parts[0]
     while len(p.rates) < 50_000:
-        p._draw()
+        p.draw()
     r = np.array(p.rates)
     assert r.mean() == pytest.approx(1.0, abs=0.01)
     table = np.array(SKEWED) / mean_of(SKEWED)
@@ -50,6 +50,45 @@ def test_work_is_conserved_across_spells_and_the_mean_rate_is_one():
     for _ in range(50):
         t += q2.stretch(t, 0.01)
     assert t - 1.0 == pytest.approx(whole, rel=1e-9)
+
+
+def test_a_drift_multiplies_the_spells_keeping_the_mean():
+    """With a slow drift the rate is the product of the two components: the mean rate stays 1,
+    work is conserved across both kinds of boundary, and the fast spells are the same draws."""
+    drift = ((0.5, 1.0, 1.2), 2.0)
+    p = SpeedProcess(SKEWED, 0.05, seed=4, drift=drift)
+    t, work = 0.0, 0.0
+    for _ in range(60_000):
+        t += p.stretch(t, 0.002)
+        work += 0.002
+    assert t / work == pytest.approx(1.0, abs=0.06)
+    q1, q2 = SpeedProcess(SKEWED, 0.05, seed=9, drift=drift), SpeedProcess(SKEWED, 0.05, seed=9, drift=drift)
+    whole = q1.stretch(1.0, 3.0)
+    t = 1.0
+    for _ in range(300):
+        t += q2.stretch(t, 0.01)
+    assert t - 1.0 == pytest.approx(whole, rel=1e-9)
+    # the product, spell by spell: the wall time of a step inside one spell of each component
+    r = SpeedProcess(SKEWED, 0.05, seed=5, drift=drift)
+    fast, slow = r.parts
+    fast.at(0), slow.at(0)
+    end = min(fast.ends[0], slow.ends[0])
+    assert r.stretch(0.0, 0.5 * end * fast.rates[0] * slow.rates[0]) == pytest.approx(0.5 * end, rel=1e-12)
+    assert SpeedProcess(SKEWED, 0.05, seed=5).parts[0].at(3) == fast.at(3)
+
+
+def test_a_run_starts_in_a_spell_weighted_by_its_work():
+    """The spell holding t = 0 has its rate drawn in proportion to rate (runs start after other
+    work finished): a run shorter than a spell then takes its nominal time on average, E[1/r]
+    = 1 / E[r] = 1, where a spell drawn in proportion to time would give E[1/r] > 1."""
+    table = np.array(SKEWED) / mean_of(SKEWED)
+    first = np.array([SpeedProcess(SKEWED, 100.0, seed=k).parts[0].at(0)[1] for k in range(4000)])
+    assert np.mean(1.0 / first) == pytest.approx(1.0, abs=0.03)
+    spells = SpeedProcess(SKEWED, 1.0, seed=1).parts[0]
+    spells.at(20_000)
+    later = np.array(spells.rates[1:])
+    assert np.mean(1.0 / later) > 1.3 and np.mean(later) == pytest.approx(1.0, abs=0.02)
+    assert first.min() >= table[0] - 1e-12 and first.max() <= table[-1] + 1e-12
 
 
 def test_a_run_cut_short_goes_back_to_its_last_step():
@@ -92,6 +131,30 @@ def test_spread_of_recovers_the_process(spell):
     assert table[-1] > 1.3 * table[0] and tau == 0.1
 
 
+@pytest.mark.parametrize("drift", [6.0, 40.0])
+def test_drift_of_recovers_the_slow_spells(drift):
+    """Windows of 20 blocks every 10 s of a process whose window means drift in spells of
+    `drift` seconds (log-normal levels, AR(1) between windows): the spell and the spread of the
+    levels come back; fast jitter within the windows does not count as drift."""
+    rng = np.random.default_rng(3)
+    n, gap, sd = 300, 10.0, 0.25
+    level = np.empty(n)
+    level[0] = rng.standard_normal() * sd
+    for i in range(1, n):
+        rho = np.exp(-gap / drift)
+        level[i] = rho * level[i - 1] + np.sqrt(1 - rho ** 2) * sd * rng.standard_normal()
+    windows = [(i * gap, list(np.exp(level[i]) * np.exp(0.3 * rng.standard_normal(20)))) for i in range(n)]
+    table, spell = drift_of(windows, 0.1)
+    assert spell == pytest.approx(drift, rel=0.4)
+    means = np.array([np.mean(r) for _, r in windows])
+    assert len(table) == QUANTILES and table[10] == pytest.approx(np.median(means / means.mean()), rel=1e-3)
+    assert drift_of(windows[:2], 0.1) == ((), 0.0)
+    assert drift_of([(i, [1.0, 1.0]) for i in range(5)], 0.1) == ((), 0.0)
+    # independent windows: the spell is no longer than a window (2 s here)
+    flat = [(i * gap, list(np.exp(0.2 * rng.standard_normal()) * np.ones(20))) for i in range(200)]
+    assert drift_of(flat, 0.1)[1] < 4.0
+
+
 def test_the_simulator_spreads_latencies_keeping_the_mean(tmp_path):
     """Identical requests one at a time: a constant device gives every request the same TPOT; a
     varying one spreads them (p99 above p50) with about the same total time; the vectorised
@@ -117,3 +180,12 @@ def test_the_simulator_spreads_latencies_keeping_the_mean(tmp_path):
     assert fast.duration == pytest.approx(base.duration, rel=0.15)
     np.testing.assert_allclose(t1, tpots(slow), rtol=1e-6)
     assert np.array_equal(t1, tpots(again)) and not np.array_equal(t1, tpots(other))
+    # with a drift as well: the fast path still equals the step-by-step one, the mean is kept
+    (tmp_path / "c").mkdir()
+    both = make_trace(tmp_path / "c", workload=wl, hardware={**JITTER, "speed_drift_rates": [0.4, 1.0, 1.1],
+                                                             "speed_drift_ms": 300.0})
+    d_fast = simulate(both, both.speculation[0], make_requests(both.workload, both.seed))
+    d_slow = simulate(both, both.speculation[0], make_requests(both.workload, both.seed), fast=False)
+    np.testing.assert_allclose(tpots(d_fast), tpots(d_slow), rtol=1e-6)
+    assert d_fast.duration == pytest.approx(base.duration, rel=0.25)
+    assert not np.allclose(tpots(d_fast), t1)

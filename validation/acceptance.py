@@ -36,7 +36,7 @@ CHAINS = [
     {"scheme": "mtp", "depth": 1, "label": "mtp1"},
     {"scheme": "mtp", "depth": 2, "label": "mtp2"},
     {"scheme": "eagle", "depth": 5},
-    {"scheme": "medusa", "heads": 4, "tree": "chain", "label": "medusa-chain"},
+    {"scheme": "medusa", "heads": 4, "lm_head": "shared", "tree": "chain", "label": "medusa-chain"},
 ]
 TREE_NODES = 32
 
@@ -47,7 +47,7 @@ def trees(ranks: dict[str, list[list[float]]]) -> list[dict]:
         out.append({"scheme": "eagle", "depth": 5, "tree": TREE_NODES, "label": "eagle-tree",
                     "acceptance": {"rank_depth": ranks["eagle"]}})
     if "medusa-chain" in ranks:
-        out.append({"scheme": "medusa", "heads": 4, "acceptance": {"rank_depth": ranks["medusa-chain"]}})
+        out.append({"scheme": "medusa", "heads": 4, "lm_head": "shared", "acceptance": {"rank_depth": ranks["medusa-chain"]}})
     return out
 
 

@@ -24,12 +24,19 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   model's KERNELS_PER_LAYER operations -> `launch_us` (a one-element op is reported beside it);
 - step and per-sequence overhead: the engine's whole decode step (schedule, forward, verify,
   commit) on a 1-layer tiny model at batch 1 and 16 (the mean step of a run), less the
-  per-layer time -> `step_overhead_us`, `seq_overhead_us`; a bare forward call less its layer
-  -> `pass_overhead_us` (what each drafter pass adds); the per-layer time of the same forward
+  per-layer time -> `step_overhead_us`, `seq_overhead_us`; a bare forward call of a model
+  that skips the index checks, as the drafters' models do, less its layer -> `pass_overhead_us`
+  (what each drafter pass adds), and the same call with the checks, less that ->
+  `index_check_us` (a target's bare forward pays it too: on this CPU, 0.2-0.3 ms of a 1-layer
+  forward's 0.65-1.3 ms; the step-time grid adds it; an engine step's is in its step overhead);
+  the per-layer time of the same forward
   verifying a 2-node chain, less a decode's -> `multi_query_us` (its other attention path); the
   per-layer time of a forward of 4 sequences each verifying a 2-node chain, less that of the
   same 4 decoding, beyond multi_query_us -> `batch_query_us` (the padded fused-attention path
-  a batch of chains or trees takes); the
+  a batch of chains or trees takes); the per-layer time of a forward of 2 sequences verifying
+  and 2 decoding, less that of the 4 verifying -> `mixed_query_us` (the reference attends to
+  the single queries in a call of their own: a batch in which some sequence drafted nothing,
+  or a prefill chunk beside decodes); the
   growth per sequence of a speculative step (one MTP module, batch 1 and 16) beyond a decode
   step's -> `draft_seq_us` (per sequence per drafter pass);
 - allocator: one page-pool operation of `sim.kv.KVAllocator` -> `alloc_op_us`;
@@ -60,10 +67,13 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   row a pass computes (verification, or a drafter's top-k or sampling). A 60-node EAGLE-2 tree
   over the family's 4,096 tokens at concurrency 4 reads 1M logits a step (about 2.5 ms here);
 - speed over time: a 1-layer forward called back to back for 2 s (`validation.probes.speed_probe`),
-  the rate of each 100 ms block; over all the calibration's windows, 21 quantiles of the blocks'
-  rates over their mean -> `speed_rates`, and the lag at which the log rates' autocorrelation
-  falls to 1/e (one block where it is below that from the first lag) -> `speed_spell_ms`
-  (`sim.speed.spread_of`), from which the simulator draws its seeded slow and fast spells
+  the rate of each 100 ms block; within the windows, 21 quantiles of the blocks' rates over their
+  window's mean -> `speed_rates`, and the lag at which the log rates' autocorrelation falls to
+  1/e (one block where it is below that from the first lag) -> `speed_spell_ms`
+  (`sim.speed.spread_of`); between the windows, 21 quantiles of their mean rates over the mean
+  -> `speed_drift_rates`, and the maximum-likelihood spell of an AR(1) process through their log
+  means at the windows' gaps, at least a window's length -> `speed_drift_ms` (`sim.speed.drift_of`).
+  The simulator draws seeded fast spells and slow drift from them and multiplies the two
   (sim/speed.py). Identical requests one at a time on this host take up to 2x their median
   time, so without them every simulated request of such a run has the same TPOT.
 On a GPU the same probes run on the device (bf16 GEMM as well; no matmul curves: its small-M
@@ -81,10 +91,11 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from sim.cost import KERNELS_PER_LAYER, elementwise_elems  # noqa: E402
-from sim.speed import spread_of  # noqa: E402
+from sim.speed import drift_of, spread_of  # noqa: E402
 from validation.probes import (ATTN_FEW, ATTN_MANY, EW_SPEC, EW_TOKENS, KV_GATHER_BYTES, LOGIT_VOCABS,  # noqa: E402
                                VERIFY_SEQS, allocator_op, attention_efficiency, attention_probe, elementwise_probe,
                                engine_step, forward_probe, interleaved_times, kv_gather_probe, logit_probe,
@@ -134,11 +145,14 @@ class Calibration:
         probes |= {f"gemm_{k}": timed(lambda x=x, y=y: x @ y, 3) for k, (x, y) in gemms.items()}
         # the host-time forwards: 1 and DEEP layers, decoding and verifying a 2-node chain, one
         # sequence and VERIFY_SEQS (what a batch of chains or trees pays per layer beyond a
-        # decode: the padded fused-attention path)
-        probes["forwards"] = paired({f"{kind}{k}": forward_probe(k, device, nodes=nodes, seqs=seqs)
-                                     for kind, nodes, seqs in (("forward", 0, 1), ("verify", 2, 1),
-                                                               ("decodes", 0, VERIFY_SEQS), ("verifies", 2, VERIFY_SEQS))
-                                     for k in (1, DEEP)}, 10)
+        # decode: the padded fused-attention path); and the 1-layer forward without the index
+        # checks, as the drafters run their passes
+        forwards = {f"{kind}{k}": forward_probe(k, device, nodes=nodes, seqs=seqs, plain=plain)
+                    for kind, nodes, seqs, plain in (("forward", 0, 1, 0), ("verify", 2, 1, 0),
+                                                     ("decodes", 0, VERIFY_SEQS, 0), ("verifies", 2, VERIFY_SEQS, 0),
+                                                     ("mixed", 2, VERIFY_SEQS, VERIFY_SEQS // 2))
+                    for k in (1, DEEP)}
+        probes["forwards"] = paired(forwards | {"unchecked1": forward_probe(1, device, check=False)}, 10)
         probes["engine"] = lambda: {f"{name}{k}": engine_step(k, device, scheme)
                                     for name, scheme in (("engine", "none"), ("mtp", "mtp")) for k in (1, 16)}
         # two calls each where the working set fits in cache (the first refills what the copy
@@ -146,7 +160,7 @@ class Calibration:
         probes |= {("curve", *key): timed(fn, 2) for key, (fn, _) in self.curves.items()}
         probes |= {("half", *key): timed(fn, 2) for key, (fn, _) in self.halves.items()}
         probes["kv_gather"] = timed(kv_gather_probe(device), 2)
-        probes["speed"] = speed_probe(device, 0.3 if small else SPEED_WINDOW_S)  # a list: a window's block rates
+        probes["speed"] = speed_probe(device, 0.3 if small else SPEED_WINDOW_S)  # (start, a window's block rates)
         probes["logits"] = paired({f"logits{v}": logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
         # the torch reference (CPU) gathers the keys, then computes; the GPU kernel's products at
         # this size take microseconds, so it keeps eta_attn 1 (the roofline) unmeasured
@@ -158,7 +172,7 @@ class Calibration:
         for fn in probes.values():  # warm-up
             fn()
         self.samples: dict = {}  # figure name -> its calls' mean times
-        self.series: list[list[float]] = []  # the speed probe's windows
+        self.series: list[tuple[float, list[float]]] = []  # the speed probe's windows: (start s, block rates)
         self.calls = {k: 0 for k in probes}
         self._order = list(probes)
         self._next = 0  # the probe the next tick runs
@@ -174,9 +188,9 @@ class Calibration:
         for _ in range(n):
             k = self._order[self._next]
             got = self.probes[k]()
-            if isinstance(got, list):
+            if isinstance(got, tuple):
                 self.series.append(got)
-            for name, t in (got.items() if isinstance(got, dict) else () if isinstance(got, list) else ((k, got),)):
+            for name, t in (got.items() if isinstance(got, dict) else () if isinstance(got, tuple) else ((k, got),)):
                 self.samples.setdefault(name, []).append(t)
             self.calls[k] += 1
             self._next = (self._next + 1) % len(self._order)
@@ -203,11 +217,14 @@ class Calibration:
         per_layer = max(0.0, (t[f"forward{DEEP}"] - t["forward1"]) / (DEEP - 1))
         per_seq = max(0.0, (t["engine16"] - t["engine1"]) / 15)
         out |= {"layer_s": per_layer, "seq_s": per_seq, "step_s": max(0.0, t["engine1"] - per_layer - per_seq),
-                "pass_s": max(0.0, t["forward1"] - per_layer),
+                "pass_s": max(0.0, t["unchecked1"] - per_layer),
+                "index_check_s": max(0.0, t["forward1"] - t["unchecked1"]),
                 "multi_query_s": max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer),
                 "draft_seq_s": max(0.0, (t["mtp16"] - t["mtp1"]) / 15 - per_seq)}
         batched = (t[f"verifies{DEEP}"] - t["verifies1"] - t[f"decodes{DEEP}"] + t["decodes1"]) / (DEEP - 1)
         out["batch_query_s"] = max(0.0, batched - out["multi_query_s"])
+        # half the sequences verifying, half decoding, against all verifying: per layer
+        out["mixed_query_s"] = max(0.0, (t[f"mixed{DEEP}"] - t["mixed1"] - t[f"verifies{DEEP}"] + t["verifies1"]) / (DEEP - 1))
         out["alloc_op_s"] = allocator_op()
         out["gemm_half_rows"] = statistics.median(  # rate peak * M / (M + M0) -> M0 = t * peak / flops * M - M
             max(0.0, t[("half", *key)] * peak / flops * key[1] - key[1]) for key, (_, flops) in self.halves.items()
@@ -224,7 +241,10 @@ class Calibration:
         out["elementwise_s"] = t["elementwise"] / (EW_TOKENS * elementwise_elems(EW_SPEC)[0]) if self.serial else 0.0
         # (the engine-step probes' own 256-entry logits, under a microsecond a sequence, stay in seq_s)
         out["logit_s"] = logit_time(*(t[f"logits{v}"] for v in LOGIT_VOCABS))
-        out["speed_rates"], out["speed_spell_s"] = spread_of(self.series, SPEED_BLOCK_S)
+        # fast spells within the windows (each block over its window's mean), drift between them
+        within = [np.asarray(r) / np.mean(r) for _, r in self.series if len(r)]
+        out["speed_rates"], out["speed_spell_s"] = spread_of(within, SPEED_BLOCK_S)
+        out["speed_drift_rates"], out["speed_drift_s"] = drift_of(self.series, SPEED_BLOCK_S)
         return out
 
 
@@ -244,14 +264,17 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # copy bandwidth {m['copy_bw'] / 1e9:.2f} GB/s (2 x size / time); weight streaming {m['stream_bw'] / 1e9:.2f} GB/s;
 # fp32 GEMM {fp32 * 1e3:.1f} GFLOP/s; one-element op {m['launch_s'] * 1e6:.1f} us; engine host time
 # {m['layer_s'] * 1e6:.0f} us per layer, {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence,
-# {m['pass_s'] * 1e6:.0f} us per forward pass beyond its layers, {m['multi_query_s'] * 1e6:.0f} us more per layer to verify
-# ({m['batch_query_s'] * 1e6:.0f} us more where several sequences verify),
+# {m['pass_s'] * 1e6:.0f} us per forward pass beyond its layers ({m['index_check_s'] * 1e6:.0f} us more to check its indices),
+# {m['multi_query_s'] * 1e6:.0f} us more per layer to verify
+# ({m['batch_query_s'] * 1e6:.0f} us more where several sequences verify, {m['mixed_query_s'] * 1e6:.0f} us more
+# where others beside them decode),
 # {m['draft_seq_s'] * 1e6:.0f} us per sequence per drafter pass;
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
 # paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s; verify attention products at
 # {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}; elementwise passes
 # {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element;
-# speed over {SPEED_BLOCK_S * 1e3:.0f} ms blocks: quantiles of the rate over its mean below, spells of {m['speed_spell_s'] * 1e3:.0f} ms.
+# speed over {SPEED_BLOCK_S * 1e3:.0f} ms blocks: quantiles of the rate over its window's mean below, spells of
+# {m['speed_spell_s'] * 1e3:.0f} ms; the windows' mean rates drift in spells of {m['speed_drift_s']:.1f} s.
 description: {name} (measured)
 tflops: {{fp32: {fp32:.5f}, bf16: {bf16:.5f}}}
 memory_tb_s: {peak_bw / 1e12:.6f}
@@ -272,10 +295,14 @@ elementwise_ns: {m['elementwise_s'] * 1e9:.4f}
 logit_ns: {m['logit_s'] * 1e9:.4f}
 speed_spell_ms: {m['speed_spell_s'] * 1e3:.1f}
 {('speed_rates: ' + str(list(m['speed_rates']))) if m['speed_rates'] else '# speed_rates: none measured (a constant speed)'}
+speed_drift_ms: {m['speed_drift_s'] * 1e3:.1f}
+{('speed_drift_rates: ' + str(list(m['speed_drift_rates']))) if m['speed_drift_rates'] else '# speed_drift_rates: none measured'}
 attn_dense: {'true' if m['attn_dense'] else 'false'}
 pass_overhead_us: {m['pass_s'] * 1e6:.1f}
+index_check_us: {m['index_check_s'] * 1e6:.1f}
 multi_query_us: {m['multi_query_s'] * 1e6:.1f}
 batch_query_us: {m['batch_query_s'] * 1e6:.1f}
+mixed_query_us: {m['mixed_query_s'] * 1e6:.1f}
 draft_seq_us: {m['draft_seq_s'] * 1e6:.1f}
 """ + _gemm_rows_yaml(m.get("gemm_rows"))
 

@@ -14,8 +14,9 @@
    scheme's runs (validation/measure.py): per-depth rates a_j = P(accept depth j | drafted to
    depth j, depths < j accepted) for chains, per-rank rates for static trees, a fitted confidence
    model for EAGLE-2; written to DIR/acceptance-<label>.json and read as `{measured: ...}`.
-   Decode steps that drafted nothing (no prompt-lookup match) count as rejected at depth 1, since
-   the simulator's schemes always draft (it then prices a verify the engine did not run).
+   They are measured over the steps that drafted. A sequence-step that could draft (depth above
+   0, more than one token left) and did not (no prompt-lookup match) gives prompt lookup its
+   measured `match` rate instead, the probability with which the simulator's sequences draft.
 3. The simulator runs the same trace on the model the engine actually ran, priced with a
    measured hardware profile (default traces/hardware/cpu-measured.yaml, from
    `python -m validation.calibrate`); its report goes under DIR/sim. With `--repeats N` it runs
@@ -83,9 +84,11 @@ def errors(engine: dict, sim: dict) -> dict:
     return {"runs": out}
 
 
-def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measured: dict[str, Path]) -> dict:
+def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measured: dict[str, Path],
+                  matches: dict[str, float] | None = None) -> dict:
     """The trace as the simulator should see it: the engine's model, the measured device, and
-    measured acceptance wherever the trace gave none."""
+    measured acceptance wherever the trace gave none (and prompt lookup's measured match rate,
+    `matches`, wherever the trace gave no `match`)."""
     doc = yaml.safe_load(trace_path.read_text())
     names = {f.name for f in fields(ModelSpec)}
     doc["model"] = {k: v for k, v in engine_report["model"].items() if k in names}
@@ -97,6 +100,8 @@ def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measure
             entry["draft_model"] = {k: v for k, v in draft.items() if k in names}
         if entry["scheme"] != "none" and label in measured:
             entry["acceptance"] = {"measured": str(measured[label].resolve())}
+            if entry["scheme"] == "ngram" and "match" not in entry and label in (matches or {}):
+                entry["match"] = matches[label]
     doc.pop("engine", None)
     return doc
 
@@ -155,8 +160,9 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     # CALIBRATION_CYCLES of the probes per engine run of the trace, before its schemes' runs
     between = cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES) \
         if cal is not None else None
-    hists: dict[str, dict] = {}
+    hists: dict[str, dict] = {}  # label -> (drafted depth, accepted) counts over the steps that drafted
     ranks: dict[str, dict] = {}
+    tries: dict[str, list[int]] = {}  # label -> [sequence-steps that could draft, that did]
     reports, results = [], []
     for i in range(repeats):
         report, by_tag = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress,
@@ -169,8 +175,11 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
             rk = ranks.setdefault(label, {})
             for key, n in res.ranks.items():
                 rk[key] = rk.get(key, 0) + n
-            for key, n in drafted_counts(res.result).items():
+            for key, n in (res.result.acceptance or {}).items():
                 hist[key] = hist.get(key, 0) + n
+            tried = tries.setdefault(label, [0, 0])
+            tried[0] += res.draftable
+            tried[1] += res.drafted
     engine_report = pool_runs(reports, results)
     if cal is not None:
         cal.complete()
@@ -189,7 +198,9 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
             path.write_text(json.dumps(doc))
             measured[label] = path
     sim_path = out / "sim-trace.yaml"
-    sim_path.write_text(yaml.safe_dump(sim_trace_doc(trace_path, engine_report, hardware, measured), sort_keys=False))
+    matches = {label: round(d / n, 4) for label, (n, d) in tries.items() if n and d}
+    sim_path.write_text(yaml.safe_dump(sim_trace_doc(trace_path, engine_report, hardware, measured, matches),
+                                       sort_keys=False))
     # as many of the simulator's own draws (acceptance, the device's spells) as engine runs, pooled alike
     sim_trace, sim_reports, sim_results = load_trace(sim_path), [], []
     for i in range(repeats):

@@ -184,20 +184,24 @@ def logit_time(t_small: float, t_large: float) -> float:
 VERIFY_SEQS = 4  # sequences of the verify host-time probe
 
 
-def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1):
+def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1, check: bool = True, plain: int = 0):
     """A bare forward call of a tiny random model (hidden 64) with `layers` layers, `seqs`
-    sequences each with one decode token (and a chain of `nodes` drafted tokens to verify) over
-    8 keys: compute and bandwidth are negligible, so its time is host time."""
+    sequences each with one decode token (and a chain of `nodes` drafted tokens to verify, but
+    for the last `plain` of them) over 8 keys: compute and bandwidth are negligible, so its time
+    is host time. check: the model checks the step's index tensors, as the engine's target does
+    (its drafters do not)."""
     from engine.kv_cache import KVCache
     from engine.model import Model, SeqQuery, StepBatch
     spec = ModelSpec(name="probe", layers=layers, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128,
                      vocab=256, bytes_per_weight=4, bytes_per_kv=4)
-    model = Model.random(spec, seed=0, device=device)
+    model = Model.random(spec, seed=0, device=device, check_values=check)
     cache = KVCache(model.spec, seqs, 16, device)
-    chain = tuple(range(-1, nodes - 1))
-    step = StepBatch.pack([SeqQuery(tokens=[1], ctx=8, index=list(range(16 * b, 16 * b + 9)), nodes=[2] * nodes,
-                                    parents=chain, spec_slots=list(range(16 * b + 9, 16 * b + 9 + nodes)))
-                           for b in range(seqs)])
+    def query(b: int) -> SeqQuery:
+        k = nodes if b < seqs - plain else 0
+        return SeqQuery(tokens=[1], ctx=8, index=list(range(16 * b, 16 * b + 9)), nodes=[2] * k,
+                        parents=tuple(range(-1, k - 1)), spec_slots=list(range(16 * b + 9, 16 * b + 9 + k)))
+
+    step = StepBatch.pack([query(b) for b in range(seqs)])
     return lambda: model.forward(step, cache)
 
 
@@ -251,11 +255,13 @@ SPEED_BLOCK_S = 0.1  # cut into blocks this long
 
 def speed_probe(device: str, window_s: float = SPEED_WINDOW_S, block_s: float = SPEED_BLOCK_S):
     """The host's speed over a short window: a 1-layer forward (forward_probe) called back to back
-    for `window_s`, the rate of each `block_s` block (calls over their summed time), as a list;
-    sim.speed.spread_of turns the windows of a calibration into speed_rates and speed_spell_s."""
+    for `window_s`, the rate of each `block_s` block (calls over their summed time), as (the
+    window's start in seconds on the monotonic clock, [block rates]); sim.speed.spread_of and
+    drift_of turn the windows of a calibration into speed_rates, speed_spell_s (within windows)
+    and speed_drift_rates, speed_drift_s (between them)."""
     fn, sync = forward_probe(1, device), _timer(device)
 
-    def call() -> list[float]:
+    def call() -> tuple[float, list[float]]:
         rates, n, busy = [], 0, 0.0
         sync()
         start = block = time.perf_counter()
@@ -269,5 +275,5 @@ def speed_probe(device: str, window_s: float = SPEED_WINDOW_S, block_s: float = 
                 rates.append(n / busy)
                 n, busy, block = 0, 0.0, t1
                 if t1 - start >= window_s:
-                    return rates
+                    return start, rates
     return call

@@ -14,8 +14,8 @@ time between consecutive points, CAL_CYCLES cycles of them per pass, and the poi
 from the profile they measure (written to DIR/measured-hardware.yaml): this host's speed swings
 by up to 1.8x in spells of about ten seconds, so a profile measured at other moments than the
 points mispredicts them all alike (calibrations an hour apart read 0.5 and 1.1 ms per layer).
-Against that, the simulator's `ForwardCost(model, hardware)(work).time + pass_overhead_s` (the
-forward alone, as timed) for the same work (query tokens, attended pairs, KV read, logits rows:
+Against that, the simulator's `ForwardCost(model, hardware)(work).time + pass_overhead_s +
+index_check_s` (the forward alone, as timed, with the target's index checks) for the same work (query tokens, attended pairs, KV read, logits rows:
 the scheduler's `Batch.aggregates`).
 
 `--fit` tunes eta_compute, eta_memory, eta_kv, eta_attn, launch_us, pass_overhead_us,
@@ -118,7 +118,7 @@ def predict(spec, hw, p: dict) -> float:
     engine's step adds scheduling, verification and commit: host_time, which the end-to-end
     comparison checks)."""
     bare = replace(hw, logit_s=0.0)  # a bare forward call: nothing samples or verifies its logits
-    return float(ForwardCost(spec, bare)(work_of(p)).time + hw.pass_overhead_s)
+    return float(ForwardCost(spec, bare)(work_of(p)).time + hw.pass_overhead_s + hw.index_check_s)
 
 
 def summary(errs: list[float]) -> dict:

@@ -68,6 +68,10 @@ class SpecScheme(Scheme):
     def max_nodes(self) -> int:
         return len(self.tree(self.max_depth))
 
+    def match_rate(self) -> float:
+        """The probability that a sequence which may draft does (prompt lookup: a match found)."""
+        return 1.0
+
     def params(self) -> dict:
         out = {**super().params(), "depth": self.max_depth,
                "policy": self.policy if isinstance(self.policy, str) else self.policy.describe()}

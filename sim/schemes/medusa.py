@@ -2,7 +2,10 @@
 at its own offset (Cai et al. 2024, arXiv:2401.10774); the candidates form a static tree verified
 with tree attention. The tree is the greedy one for the acceptance profile (Medusa §3.3.1):
 `tree: medusa-63` (63 nodes), `tree: N` nodes, or `tree: chain`. `typical: true` marks Medusa's
-typical acceptance (lossy; the acceptance profile must describe it)."""
+typical acceptance (lossy; the acceptance profile must describe it). `lm_head: own` (the default,
+as in Medusa §2.1.1: head k ends in its own h x V matrix, initialised from the target's) or
+`shared` (every head reads the target's LM head, one matrix for all heads' rows: the engine's
+family heads)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -36,12 +39,14 @@ class Medusa(SpecScheme):
     name = "medusa"
     tree_nodes: int | None = 63
     typical: bool = False
+    shared_lm_head: bool = False
 
     @classmethod
     def from_node(cls, node: Node, model: ModelSpec, base_dir: Path) -> "Medusa":
-        f, common = parse_common(cls, node, ("tree", "typical"), "heads", base_dir, max_depth=16)
+        f, common = parse_common(cls, node, ("tree", "typical", "lm_head"), "heads", base_dir, max_depth=16)
+        shared = f["lm_head"].string(("own", "shared")) == "shared" if "lm_head" in f else False
         scheme = cls(tree_nodes=parse_tree(f, "medusa-63"), typical=f["typical"].boolean() if "typical" in f else False,
-                     **common)
+                     shared_lm_head=shared, **common)
         need_rank_acceptance(scheme, "a Medusa tree")
         if scheme.tree_nodes and scheme.acceptance is not None:
             built = len(scheme.tree(scheme.max_depth))
@@ -57,11 +62,12 @@ class Medusa(SpecScheme):
 
     def params(self) -> dict:
         return {**super().params(), "heads": self.max_depth, "tree_nodes": self.tree_nodes or "chain",
-                "typical_acceptance_lossy": self.typical}
+                "typical_acceptance_lossy": self.typical, "lm_head": "shared" if self.shared_lm_head else "own"}
 
     def drafter(self, trace):
-        model, hw, tp, heads = trace.model, trace.hardware, trace.tp, self.max_depth
-        return lambda n, ctx, depth, tree, fresh, first: medusa_cost(model, hw, tp, heads, n)  # heads read the last hidden state only
+        model, hw, tp, heads, shared = trace.model, trace.hardware, trace.tp, self.max_depth, self.shared_lm_head
+        # the heads read the last hidden state only: no catch-up
+        return lambda n, ctx, depth, tree, fresh, first: medusa_cost(model, hw, tp, heads, n, shared)
 
 
 def static_tree(scheme, depth: int) -> tuple[int, ...]:
