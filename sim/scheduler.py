@@ -103,7 +103,6 @@ class Batch:
                 prefill += q
         return tokens, pairs, kv_read, lm, prefill
 
-
     def mixed(self) -> int:
         """1 if some sequence runs one query token (a decode that drafted nothing) and another
         several (a prefill chunk, or a decode with drafts to verify), else 0 (Work.mixed)."""

@@ -108,18 +108,16 @@ class Speculator:
         self.depth = depth
         n = len(seqs)
         if self.library:
-            self.fresh, self.first = catch_up(seqs)
             lib = self.library.trees(depth)
             picks = self._picks
             if len(picks) < n:
                 picks.extend(self.pick.integers(0, len(lib), size=4096).tolist())
-            return [lib[picks.pop()] for _ in range(n)]
-        plans = [self.tree(depth, depth)] * n
-        if self.match < 1:
-            plans = self._matched(plans)
-            self.fresh, self.first = catch_up(s for s, p in zip(seqs, plans) if p is not None)
+            plans = [lib[picks.pop()] for _ in range(n)]
         else:
-            self.fresh, self.first = catch_up(seqs)
+            plans = [self.tree(depth, depth)] * n
+            if self.match < 1:
+                plans = self._matched(plans)
+        self.fresh, self.first = catch_up(s for s, p in zip(seqs, plans) if p is not None)
         return plans
 
     # ---- cost -------------------------------------------------------------------------------

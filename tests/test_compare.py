@@ -89,10 +89,31 @@ def test_end_to_end_on_a_tiny_trace(tmp_path):
     assert (out / "comparison.png").exists() and (out / "sim" / "report.json").exists()
     measured = json.loads((out / "acceptance-ngram.json").read_text())
     assert all(0 <= a <= 1 for a in measured["per_depth"])
+    # the host's speed during each scheme's runs, against the comparison's mean
+    assert all(-0.9 < r["engine_speed"] < 9 and r["step_time_at_mean_speed"] is not None for r in doc["runs"])
     # prompt lookup's match rate, measured by the engine, passed to the simulator's trace
     sim_doc = yaml.safe_load((out / "sim-trace.yaml").read_text())
     match = sim_doc["speculation"][1]["match"]
     assert 0 < match <= 1
+
+
+def test_host_speed_per_run_tag_is_time_weighted_over_the_mean():
+    from validation.compare import relative_speeds
+    got = relative_speeds({"a-1": [(1.0, 2.0), (3.0, 1.0)], "b-1": [(4.0, 1.25)]})
+    mean = (1 * 2.0 + 3 * 1.0 + 4 * 1.25) / 8  # 1.25
+    assert got["a-1"] == pytest.approx((2.0 + 3.0) / 4 / mean) and got["b-1"] == pytest.approx(1.0)
+    assert relative_speeds({}) == {}
+    def summary(step):
+        return {"throughput_tok_s": 1.0, "ttft_s": {"p50": 1.0, "p99": 2.0}, "tpot_s": {"p50": 0.1, "p99": 0.2},
+                "steps": 100, "duration_s": 100 * step, "draft_s": 0.0,
+                "allocator": {"page_allocs": 5, "page_frees": 5, "peak_pages": 3}}
+    engine = {"runs": [{"scheme": "none", "label": "a", "concurrency": 1, "summary": summary(10.0)}]}
+    sim = {"runs": [{"scheme": "none", "label": "a", "concurrency": 1, "summary": summary(11.0)}]}
+    entry = errors(engine, sim, {"a-1": 1.1})["runs"][0]
+    # the engine ran 10% faster than the mean: at the mean speed its step would take 1.1x as long
+    assert entry["engine_speed"] == pytest.approx(0.1)
+    assert entry["step_time_at_mean_speed"] == pytest.approx(11.0 / (10.0 * 1.1) - 1)
+    assert entry["errors"]["step_time"] == pytest.approx(0.1)
 
 
 def test_sim_trace_takes_the_measured_match_only_where_the_trace_gave_none(tmp_path):

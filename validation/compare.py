@@ -64,8 +64,23 @@ def metrics(summary: dict) -> dict:
             "allocator_ops": a["page_allocs"] + a["page_frees"], "peak_pages": a["peak_pages"]}
 
 
-def errors(engine: dict, sim: dict) -> dict:
-    """Signed relative errors (sim - engine) / engine, run by run (matched on label and concurrency)."""
+def relative_speeds(speeds: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
+    """Each run tag's host speed during its engine runs over the comparison's mean: `speeds` holds
+    per tag its runs' (duration, speed reading), each weighted by its duration."""
+    total = sum(d for runs in speeds.values() for d, _ in runs)
+    if not total:
+        return {}
+    mean = sum(d * v for runs in speeds.values() for d, v in runs) / total
+    return {tag: sum(d * v for d, v in runs) / sum(d for d, _ in runs) / mean
+            for tag, runs in speeds.items() if sum(d for d, _ in runs) > 0}
+
+
+def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None) -> dict:
+    """Signed relative errors (sim - engine) / engine, run by run (matched on label and concurrency).
+    `speeds`: per run tag, the host's speed during the engine's runs over the comparison's mean
+    (relative_speeds): each entry then gives it as `engine_speed` (signed: +0.1, 10% faster than
+    the mean the profile describes) and `step_time_at_mean_speed`, the step-time error had the
+    engine run at that mean speed."""
     sims = {(r["label"], r["concurrency"]): r for r in sim["runs"]}
     out = []
     for r in engine["runs"]:
@@ -74,6 +89,10 @@ def errors(engine: dict, sim: dict) -> dict:
         err = {k: (ms[k] - me[k]) / me[k] if me[k] else None for k in METRICS}
         entry = {"scheme": r["scheme"], "label": r["label"], "concurrency": r["concurrency"], "errors": err,
                  "engine": me, "sim": ms}
+        speed = (speeds or {}).get(run_tag(r["label"], r["concurrency"]))
+        if speed is not None:
+            entry["engine_speed"] = speed - 1
+            entry["step_time_at_mean_speed"] = ms["step_time"] / (me["step_time"] * speed) - 1 if me["step_time"] else None
         if "throughputs" in r:
             entry["engine_throughputs"] = r["throughputs"]
         ea, sa = r.get("acceptance"), s.get("acceptance")
@@ -155,18 +174,34 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     from sim.spec import load_trace
     from validation.calibrate import Calibration, write_profile
 
+    from engine.checkpoint import resolve
+    from validation.probes import speed_reading
+
     trace = load_trace(trace_path)
     cal = Calibration() if calibrate else None
     # CALIBRATION_CYCLES of the probes per engine run of the trace, before its schemes' runs
-    between = cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES) \
+    ticks = cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES) \
         if cal is not None else None
+    read = speed_reading(resolve(trace).device)
+    readings: list[float] = []  # the host's speed just before each engine run, and after each repeat's last
+
+    def between():
+        if ticks is not None:
+            ticks()
+        readings.append(read())
+
+    speeds: dict[str, list[tuple[float, float]]] = {}  # run tag -> [(duration, host speed)] per repeat
     hists: dict[str, dict] = {}  # label -> (drafted depth, accepted) counts over the steps that drafted
     ranks: dict[str, dict] = {}
     tries: dict[str, list[int]] = {}  # label -> [sequence-steps that could draft, that did]
     reports, results = [], []
     for i in range(repeats):
+        first = len(readings)
         report, by_tag = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress,
                                     between=between)
+        readings.append(read())
+        for k, (tag, res) in enumerate(by_tag.items()):  # in the order they ran
+            speeds.setdefault(tag, []).append((res.result.duration, (readings[first + k] + readings[first + k + 1]) / 2))
         reports.append(report)
         results.append({tag: r.result for tag, r in by_tag.items()})
         for tag, res in by_tag.items():  # acceptance pooled over every run
@@ -209,7 +244,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
                                    draw=i, keep=kept))
         sim_results.append(kept)
     sim_report = pool_runs(sim_reports, sim_results)
-    comparison = errors(engine_report, sim_report)
+    comparison = errors(engine_report, sim_report, relative_speeds(speeds))
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
     _plot(comparison, out / "comparison.png", trace.name)
     return comparison
@@ -243,11 +278,15 @@ def print_comparison(comparison: dict) -> None:
     from rich.table import Table
 
     t = Table(title="signed relative error of the simulator against the engine")
-    for col in ("scheme", "conc") + METRICS + ("accept TV",):
+    for col in ("scheme", "conc") + METRICS + ("accept TV", "host speed", "step @ mean speed"):
         t.add_column(col, justify="left" if col == "scheme" else "right")
+
+    def pct(x):
+        return "-" if x is None else f"{100 * x:+.1f}%"
+
     for r in comparison["runs"]:
         acc = r.get("acceptance")
         t.add_row(r["label"], str(r["concurrency"] if r["concurrency"] is not None else "open"),
-                  *("-" if r["errors"][m] is None else f"{100 * r['errors'][m]:+.1f}%" for m in METRICS),
-                  f"{acc['tv_distance']:.3f}" if acc else "-")
-    Console(width=180).print(t)
+                  *(pct(r["errors"][m]) for m in METRICS), f"{acc['tv_distance']:.3f}" if acc else "-",
+                  pct(r.get("engine_speed")), pct(r.get("step_time_at_mean_speed")))
+    Console(width=210).print(t)

@@ -253,6 +253,21 @@ SPEED_WINDOW_S = 2.0  # one call of the speed probe: a contiguous timing this lo
 SPEED_BLOCK_S = 0.1  # cut into blocks this long
 
 
+SPEED_READ_S = 0.5  # a speed reading beside each engine run (validation.compare)
+
+
+def speed_reading(device: str, window_s: float = SPEED_READ_S):
+    """The host's speed now: calls per busy second of the speed probe's forward over `window_s`
+    (compare takes one before each engine run and after a repeat's last, to say how fast the
+    host ran during each scheme's runs against the comparison's mean)."""
+    probe = speed_probe(device, window_s, window_s)
+
+    def read() -> float:
+        _, rates = probe()
+        return statistics.fmean(rates)
+    return read
+
+
 def speed_probe(device: str, window_s: float = SPEED_WINDOW_S, block_s: float = SPEED_BLOCK_S):
     """The host's speed over a short window: a 1-layer forward (forward_probe) called back to back
     for `window_s`, the rate of each `block_s` block (calls over their summed time), as (the
