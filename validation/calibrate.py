@@ -27,7 +27,7 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   per-layer time -> `step_overhead_us`, `seq_overhead_us`; a bare forward call of a model
   that skips the index checks, as the drafters' models do, less its layer -> `pass_overhead_us`
   (what each drafter pass adds), and the same call with the checks, less that ->
-  `index_check_us` (a target's bare forward pays it too: on this CPU, 0.2-0.3 ms of a 1-layer
+  `index_check_us` (a target's bare forward pays it too: on this CPU, 0.2-0.4 ms of a 1-layer
   forward's 0.65-1.3 ms; the step-time grid adds it; an engine step's is in its step overhead);
   the per-layer time of the same forward
   verifying a 2-node chain, less a decode's -> `multi_query_us` (its other attention path); the
