@@ -48,7 +48,6 @@ class Spells:
         self.rng = rng
         self.ends: list[float] = []  # wall-clock end of each spell drawn so far
         self.rates: list[float] = []
-        self.i = 0  # the spell holding the latest time asked about
 
     def draw(self) -> None:
         first = not self.ends
@@ -73,20 +72,6 @@ class Spells:
         cdf = np.concatenate(([0.0], np.cumsum((r[1:] + r[:-1]) / 2)))
         return float(np.interp(u * cdf[-1], cdf, r))
 
-    def seek(self, now: float) -> int:
-        """The spell holding wall time `now` (back as well: a vectorised run cut short returns to
-        its last step)."""
-        ends, i = self.ends, self.i
-        while i > 0 and ends[i - 1] > now:
-            i -= 1
-        while i >= len(ends) or ends[i] <= now:
-            if i >= len(ends):
-                self.draw()
-                continue
-            i += 1
-        self.i = i
-        return i
-
     def at(self, i: int) -> tuple[float, float]:
         """(end, rate) of spell i, drawing as far as needed."""
         while i >= len(self.ends):
@@ -97,40 +82,51 @@ class Spells:
 class SpeedProcess:
     """The device's rate over wall time: the product of independent components of mean 1, the
     fast spells (`quantiles`, `spell_s`) and optionally a slow drift of the same form (`drift`:
-    (quantiles, spell_s)), each from its own seeded generator."""
+    (quantiles, spell_s)), each from its own seeded generator. Their product is kept as one
+    sequence of segments (a segment ends where any component's spell does)."""
 
     def __init__(self, quantiles, spell_s: float, seed: int, drift: tuple | None = None):
         self.parts = [Spells(quantiles, spell_s, np.random.default_rng(np.random.SeedSequence([seed, 0x5BEED])))]
         if drift is not None:
             self.parts.append(Spells(drift[0], drift[1], np.random.default_rng(np.random.SeedSequence([seed, 0xD21F7]))))
+        self.ends: list[float] = []  # wall-clock end of each segment merged so far
+        self.rates: list[float] = []  # the product of the components' rates in it
+        self._next = [0] * len(self.parts)  # each component's spell the next segment lies in
+        self.i = 0  # the segment holding the latest time asked about
+
+    def _merge(self) -> None:
+        """BATCH more segments of the product."""
+        parts, idx = self.parts, self._next
+        for _ in range(BATCH):
+            spells = [sp.at(i) for sp, i in zip(parts, idx)]
+            end = min(e for e, _ in spells)
+            self.ends.append(end)
+            self.rates.append(math.prod(r for _, r in spells))
+            idx = [i + 1 if e == end else i for i, (e, _) in zip(idx, spells)]
+        self._next = idx
 
     def stretch(self, now: float, nominal: float) -> float:
         """Wall-clock duration of `nominal` seconds of work starting at wall time `now`."""
-        parts = self.parts
-        if len(parts) == 1:  # the common case, one component
-            sp = parts[0]
-            i = sp.seek(now)
-            t, left = now, nominal
-            while True:
-                end, rate = sp.at(i)
-                room = (end - t) * rate
-                if left <= room:
-                    return t + left / rate - now
-                left -= room
-                t = end
-                i += 1
-        idx = [sp.seek(now) for sp in parts]
+        ends, rates = self.ends, self.rates
+        i = self.i
+        while i > 0 and ends[i - 1] > now:  # a vectorised run cut short: back to its last step
+            i -= 1
+        while i >= len(ends) or ends[i] <= now:
+            if i >= len(ends):
+                self._merge()
+                continue
+            i += 1
+        self.i = i
         t, left = now, nominal
         while True:
-            spells = [sp.at(i) for sp, i in zip(parts, idx)]
-            end = min(e for e, _ in spells)
-            rate = math.prod(r for _, r in spells)
-            room = (end - t) * rate
+            if i >= len(ends):
+                self._merge()
+            room = (ends[i] - t) * rates[i]
             if left <= room:
-                return t + left / rate - now
+                return t + left / rates[i] - now
             left -= room
-            t = end
-            idx = [i + 1 if e == end else i for i, (e, _) in zip(idx, spells)]
+            t = ends[i]
+            i += 1
 
     def stretch_run(self, now: float, nominal: np.ndarray) -> np.ndarray:
         """Wall-clock durations of consecutive steps starting at `now` (a vectorised decode run)."""
@@ -150,6 +146,11 @@ def speed_process(hw, seed: int) -> SpeedProcess | None:
     return None
 
 
+def quantile_table(rates: np.ndarray) -> tuple[float, ...]:
+    """The QUANTILES quantiles of `rates`, as a profile lists them."""
+    return tuple(round(float(v), 4) for v in np.quantile(rates, np.linspace(0.0, 1.0, QUANTILES)))
+
+
 def spread_of(series, block_s: float) -> tuple[tuple[float, ...], float]:
     """(speed_rates, spell_s) from timings of the host's speed: `series` holds contiguous runs of
     equal blocks, each block's rate (work per wall second, any common scale). speed_rates: the
@@ -165,7 +166,7 @@ def spread_of(series, block_s: float) -> tuple[tuple[float, ...], float]:
     rates = rates / rates.mean()
     if np.ptp(rates) <= 1e-12:
         return (), 0.0
-    table = tuple(round(float(v), 4) for v in np.quantile(rates, np.linspace(0.0, 1.0, QUANTILES)))
+    table = quantile_table(rates)
     centre = float(np.concatenate(runs).mean())
     runs = [r - centre for r in runs]
     var = float(np.concatenate(runs).var())
@@ -194,7 +195,7 @@ def drift_of(windows, block_s: float) -> tuple[tuple[float, ...], float]:
     rel = means / means.mean()
     if np.ptp(rel) <= 1e-12:
         return (), 0.0
-    table = tuple(round(float(v), 4) for v in np.quantile(rel, np.linspace(0.0, 1.0, QUANTILES)))
+    table = quantile_table(rel)
     x = np.log(means) - np.log(means).mean()
     v = float(x.var())
     gaps = np.diff([t for t, _, _ in ws])
