@@ -25,10 +25,12 @@ from sim.spec import TraceSpec, load_trace
 
 
 def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, progress: bool = True,
-              between: Callable[[], None] | None = None) -> tuple[dict, dict[str, EngineResult]]:
+              between: Callable[[], None] | None = None,
+              reference: Callable[[], object] | None = None) -> tuple[dict, dict[str, EngineResult]]:
     """Run every scheme (at every sweep concurrency, or open-loop) and write the report; returns
     (report, {run tag: EngineResult}). `between` runs before each scheme's run (validation's
-    calibration probes, spread over the engine's minutes)."""
+    calibration probes, spread over the engine's minutes); `reference` after every step, timed
+    outside the engine's clock (EngineResult.reference_s: the host's speed during the run)."""
     check_schemes(trace)
     source = resolve(trace)
     model = source.build()
@@ -42,7 +44,7 @@ def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, pro
         if between is not None:
             between()
         res = engine_results[tag] = run_scheme(ran, scheme, workload, model, progress=on_progress, prompts=source.prompts,
-                                                 drafters=drafters)
+                                                 drafters=drafters, reference=reference)
         if out is not None and save_tokens:
             writing(out, (out / "runs").mkdir, parents=True, exist_ok=True)
             lines = "".join(json.dumps({"id": i, "tokens": t}) + "\n" for i, t in sorted(res.tokens.items()))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
@@ -65,6 +65,11 @@ class EngineResult:
     ranks: dict[tuple[int, int], int]  # (depth, rank of the target's token among the drafter's candidates) -> count
     draftable: int = 0  # sequence-steps that could draft (TimedPlanner)
     drafted: int = 0  # of which drafted
+    # request id -> ((drafted depth, accepted) counts, (depth, rank) counts): the same, per request
+    by_request: dict[int, tuple[dict, dict]] = field(default_factory=dict)
+    # with a `reference` call after every step: its mean seconds, each call weighted by its step's
+    # duration (the host's speed during the run; validation.compare)
+    reference_s: float | None = None
 
 
 class EngineRun:
@@ -72,9 +77,12 @@ class EngineRun:
 
     def __init__(self, trace: TraceSpec, scheme, workload: Workload, model: Model, seed: int | None = None,
                  progress: Callable[[int, int], None] | None = None,
-                 prompts: Callable[[int, int], list[int]] | None = None, drafters: Drafters | None = None):
+                 prompts: Callable[[int, int], list[int]] | None = None, drafters: Drafters | None = None,
+                 reference: Callable[[], object] | None = None):
         """prompts(request id, length) -> token ids; default: the seeded random stream.
-        drafters: the model's drafter weights (engine/drafting/heads.py) for model-based schemes."""
+        drafters: the model's drafter weights (engine/drafting/heads.py) for model-based schemes.
+        reference: a call timed after every step, outside the engine's clock (the host's speed)."""
+        self.reference = reference
         self.trace, self.scheme, self.workload, self.model = trace, scheme, workload, model
         self.prompts = prompts or (lambda rid, n: prompt_tokens(trace.seed, rid, n, model.spec.vocab))
         self.progress = progress
@@ -96,6 +104,8 @@ class EngineRun:
         self.timed = TimedPlanner(self.planner, self.sync) if self.planner is not None else None
         self.sched = Scheduler(serving, trace.num_pages, cache_bytes, planner=self.timed,
                                max_nodes=scheme.max_nodes())
+        self.sched.by_request = {}  # acceptance per request (validation.compare: requests differ)
+        self.ranks_by_request: dict[int, dict[tuple[int, int], int]] = {}
         self.kv = self.sched.kv
         reqs = workload.requests
         live = min(serving.max_num_seqs, workload.closed_concurrency or len(reqs))
@@ -129,6 +139,7 @@ class EngineRun:
                 self._admit(self.pending.popleft(), 0.0)
         self._warm_up()
         sync = self.sync
+        reference, weighted = self.reference, 0.0
         while self.done < total:
             if not closed:
                 self._arrivals()
@@ -164,6 +175,10 @@ class EngineRun:
                     self._admit(self.pending.popleft(), self.now)
             if finished and self.progress:
                 self.progress(self.done, total)
+            if reference is not None:
+                t1 = time.perf_counter()
+                reference()
+                weighted += dt * (time.perf_counter() - t1)
         for s in self.seqs:
             got = len(self.tokens[s.id]) - s.prompt
             assert got == s.output, f"request {s.id}: {got} tokens generated, {s.output} requested"
@@ -173,7 +188,10 @@ class EngineRun:
                            acceptance=dict(self.sched.acceptance))
         gen = {s.id: self.tokens[s.id][s.prompt:] for s in result.seqs}
         t = self.timed
-        return EngineResult(result, gen, dict(sorted(self.ranks.items())), t.draftable if t else 0, t.drafted if t else 0)
+        by_request = {s.id: (self.sched.by_request.get(s.id, {}), self.ranks_by_request.get(s.id, {}))
+                      for s in result.seqs}
+        return EngineResult(result, gen, dict(sorted(self.ranks.items())), t.draftable if t else 0, t.drafted if t else 0,
+                            by_request, weighted / self.now if reference is not None and self.now > 0 else None)
 
     def _drop(self, seq_id: int) -> None:
         self.tables.drop(seq_id)
@@ -231,7 +249,7 @@ class EngineRun:
         for i in range(n):
             cands = getattr(batch.plans[i], "cands", None)
             if cands and self.temperature == 0:
-                self._count_ranks(cands, emitted[i], paths[i])
+                self._count_ranks(cands, emitted[i], paths[i], self.ranks_by_request.setdefault(batch.seqs[i].id, {}))
         return emitted, paths
 
     def _observe(self, batch, step: StepBatch, hidden: torch.Tensor, paths: list[list[int]]) -> None:
@@ -241,10 +259,10 @@ class EngineRun:
             rows = list(range(r0, r0 + q)) + [r0 + q + j for j in paths[i]]
             self.planner.observe(seq.id, batch.context[i], hidden[torch.as_tensor(rows, device=self.device)])
 
-    def _count_ranks(self, cands: dict, emitted: list[int], path: list[int]) -> None:
+    def _count_ranks(self, cands: dict, emitted: list[int], path: list[int], mine: dict) -> None:
         """At temperature 0 the emitted tokens are the target's greedy ones along the accepted
         path: count the rank each had among the drafter's candidates there (len(candidates):
-        not among them)."""
+        not among them), in the run's counts and the request's (`mine`)."""
         node = -1
         for d, tok in enumerate(emitted, start=1):
             cl = cands.get(node)
@@ -252,6 +270,7 @@ class EngineRun:
                 break
             key = (d, cl.index(tok) if tok in cl else len(cl))
             self.ranks[key] = self.ranks.get(key, 0) + 1
+            mine[key] = mine.get(key, 0) + 1
             if d - 1 >= len(path):
                 break
             node = path[d - 1]
@@ -316,5 +335,6 @@ class TimedPlanner:
 def run_scheme(trace: TraceSpec, scheme, workload: Workload, model: Model,
                progress: Callable[[int, int], None] | None = None,
                prompts: Callable[[int, int], list[int]] | None = None,
-               drafters: Drafters | None = None) -> EngineResult:
-    return EngineRun(trace, scheme, workload, model, progress=progress, prompts=prompts, drafters=drafters).run()
+               drafters: Drafters | None = None, reference: Callable[[], object] | None = None) -> EngineResult:
+    return EngineRun(trace, scheme, workload, model, progress=progress, prompts=prompts, drafters=drafters,
+                     reference=reference).run()

@@ -108,8 +108,11 @@ class RankDepth:
 
     probs: tuple[tuple[float, ...], ...]
 
+    def p_row(self, depth: int) -> tuple[float, ...]:
+        return self.probs[min(depth, len(self.probs)) - 1]  # depths past the table reuse its last row
+
     def p(self, depth: int, rank: int) -> float:
-        row = self.probs[min(depth, len(self.probs)) - 1]  # depths past the table reuse its last row
+        row = self.p_row(depth)
         return row[rank] if rank < len(row) else 0.0
 
     def compile(self, parents: Sequence[int]) -> CompiledTree:

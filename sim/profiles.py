@@ -4,15 +4,22 @@
     {mean_accepted: tau}              tau tokens per step (bonus included) -> a constant rate
     {rank_depth: [[p11, p12], ...]}   trees; row d: P(the r-th ranked candidate at depth d is the target's)
     {confidence: {top1_mean, ...}}    EAGLE-2 dynamic trees (sim/dyntree.py)
+    {mixture: [{weight: w, <form>: ...}, ...]}
+                                      requests differ: each request draws one component (in
+                                      proportion to the weights) and keeps it; every component
+                                      one of the four forms above, all chains/trees or all
+                                      confidence
     {profile: NAME}                   traces/acceptance/NAME.yaml, which cites its source
     {measured: path.json}             written by the engine's acceptance measurement
 
-Depths beyond a per_depth or rank_depth table reuse its last entry.
+Depths beyond a per_depth or rank_depth table reuse its last entry. A mixture's pooled model
+(its components' weighted mean: rank_depth cell by cell, confidence field by field) shapes static
+trees and describes the scheme; sampling and expectations use the components.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from sim.acceptance import RankDepth, chain_rates, solve_rate
@@ -22,6 +29,7 @@ from sim.specio import Node, load_yaml
 
 PROFILE_DIRS = (Path(__file__).resolve().parents[1] / "traces" / "acceptance",)
 FORMS = ("per_depth", "mean_accepted", "rank_depth", "confidence")
+MAX_COMPONENTS = 64
 
 
 @dataclass(frozen=True)
@@ -31,8 +39,17 @@ class Acceptance:
     rank: RankDepth | None = None
     confidence: Confidence | None = None
     source: str = "inline"
+    # a mixture's components: (weight, Acceptance), weights summing to 1; empty: one population
+    components: tuple = ()
+
+    def groups(self) -> tuple:
+        """((weight, Acceptance), ...): the components, or the model itself with weight 1."""
+        return self.components or ((1.0, self),)
 
     def describe(self) -> dict:
+        if self.components:
+            return {"mixture": [{"weight": round(w, 6), **{k: v for k, v in a.describe().items() if k != "source"}}
+                                for w, a in self.components], "source": self.source}
         if self.confidence is not None:
             c = self.confidence
             return {"confidence": {"top1_mean": c.top1_mean, "top1_concentration": c.top1_concentration,
@@ -42,7 +59,7 @@ class Acceptance:
 
 
 def acceptance_from_node(node: Node, base_dir: Path, depth: int) -> Acceptance:
-    keys = FORMS + ("profile", "measured")
+    keys = FORMS + ("mixture", "profile", "measured")
     f = node.mapping(keys)
     if len(f) != 1:
         raise node.error(f"expected exactly one of: {', '.join(keys)}")
@@ -51,7 +68,36 @@ def acceptance_from_node(node: Node, base_dir: Path, depth: int) -> Acceptance:
         return _profile(sub, base_dir, depth)
     if key == "measured":
         return _measured(sub, base_dir, depth)
+    if key == "mixture":
+        return _mixture(sub, depth, "inline")
     return _form(key, sub, depth, "inline")
+
+
+def _mixture(sub: Node, depth: int, source: str) -> Acceptance:
+    """Components [{weight, <one form>}, ...] (weights relative, normalised here), pooled as the
+    module docstring says."""
+    comps = []
+    for item in sub.seq(min_len=1, max_len=MAX_COMPONENTS):
+        f = item.mapping(("weight",) + FORMS, required=("weight",))
+        forms = [k for k in FORMS if k in f]
+        if len(forms) != 1:
+            raise item.error(f"expected a weight and exactly one of: {', '.join(FORMS)}")
+        comps.append((f["weight"].number(lo=0.0, hi=1e9, lo_open=True), _form(forms[0], f[forms[0]], depth, source)))
+    kinds = {a.confidence is None for _, a in comps}
+    if len(kinds) > 1:
+        raise sub.error("expected every component to be a chain/tree form (per_depth, mean_accepted, rank_depth) "
+                        "or every one a confidence model, not both")
+    total = sum(w for w, _ in comps)
+    comps = tuple((w / total, a) for w, a in comps)
+    if comps[0][1].confidence is not None:
+        names = [f.name for f in fields(Confidence)]
+        pooled = Confidence(**{n: sum(w * getattr(a.confidence, n) for w, a in comps) for n in names})
+        return Acceptance(confidence=pooled, source=source, components=comps)
+    rows = max(len(a.rank.probs) for _, a in comps)
+    ranks = [max(len(a.rank.p_row(d)) for _, a in comps) for d in range(1, rows + 1)]
+    probs = tuple(tuple(sum(w * a.rank.p(d, r) for w, a in comps) for r in range(ranks[d - 1]))
+                  for d in range(1, rows + 1))
+    return Acceptance(rank=RankDepth(probs), source=source, components=comps)
 
 
 def _prob(n: Node) -> float:
@@ -122,8 +168,11 @@ def _measured(sub: Node, base_dir: Path, depth: int) -> Acceptance:
     except (OSError, ValueError) as exc:
         raise SpecError(str(path), "", f"cannot read measured acceptance: {exc}") from None
     doc = Node(data, str(path), "")
-    f = doc.mapping(FORMS + ("source", "scheme", "domain", "temperature", "samples", "per_rank_counts", "histogram"))
-    forms = [k for k in FORMS if k in f]
+    f = doc.mapping(FORMS + ("mixture", "source", "scheme", "domain", "temperature", "samples", "requests",
+                             "per_rank_counts", "histogram"))
+    forms = [k for k in FORMS + ("mixture",) if k in f]
     if len(forms) != 1:
-        raise doc.error(f"expected exactly one of: {', '.join(FORMS)}")
+        raise doc.error(f"expected exactly one of: {', '.join(FORMS + ('mixture',))}")
+    if forms[0] == "mixture":
+        return _mixture(f["mixture"], depth, f"measured {path.name}")
     return _form(forms[0], f[forms[0]], depth, f"measured {path.name}")

@@ -142,6 +142,7 @@ class Scheduler:
         self.decode_steps = 0  # sequence-steps that decoded (for mean committed tokens per step)
         self.decode_tokens = 0  # tokens those sequence-steps committed, bonus included
         self.acceptance: dict[tuple[int, int], int] = {}  # (drafted depth, accepted drafts) -> sequence-steps
+        self.by_request: dict[int, dict] | None = None  # a dict: the same counts per request id as well
 
     # ---- intake ----------------------------------------------------------------------------
     def add(self, request: Request, now: float) -> SeqState:
@@ -249,13 +250,17 @@ class Scheduler:
             self._preempt(victim)
             preempted.append(victim)
 
-    def record_acceptance(self, plan, accepted: int) -> None:
-        """Count one verified draft plan: its depth (a chain's length) and how many drafts were accepted."""
+    def record_acceptance(self, plan, accepted: int, seq_id: int = -1) -> None:
+        """Count one verified draft plan of request `seq_id`: its depth (a chain's length) and how
+        many drafts were accepted (per request too where `by_request` is a dict)."""
         depth = getattr(plan, "depth", None)
         if depth is None:
             depth = max(T.depths(plan.parents))
         key = (depth, accepted)
         self.acceptance[key] = self.acceptance.get(key, 0) + 1
+        if self.by_request is not None:
+            mine = self.by_request.setdefault(seq_id, {})
+            mine[key] = mine.get(key, 0) + 1
 
     def _preempt(self, seq: SeqState) -> None:
         self.kv.release(seq.id)
@@ -321,7 +326,7 @@ class Scheduler:
                 if moves:
                     batch.copies.extend(moves)
                 accepted_total += len(path)
-                self.record_acceptance(batch.plans[i], len(path))
+                self.record_acceptance(batch.plans[i], len(path), seq.id)
             seq.computed += q * k + len(path)
             seq.steps += k
             if dec:

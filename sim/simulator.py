@@ -178,7 +178,7 @@ class Replica:
             for seq, plan, path in zip(seqs, plans, paths):
                 if plan is not None:
                     kv.commit(seq.id, path)
-                    sched.record_acceptance(plan, len(path))
+                    sched.record_acceptance(plan, len(path), seq.id)
                 new = len(path) + 1
                 accepted += new - 1
                 seq.computed += new

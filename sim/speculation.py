@@ -4,6 +4,8 @@ output), the drafter's work is priced, and (simulator side) the accepted paths a
 from __future__ import annotations
 
 import random
+from bisect import bisect_right
+from itertools import accumulate
 
 import numpy as np
 
@@ -14,6 +16,9 @@ from sim.errors import SpecError
 from sim.policy import Goodput
 from sim.schemes.base import ZERO_COST, SpecScheme
 from sim import trees as T
+
+
+GOLDEN = 0.6180339887498949  # the Weyl sequence's step (golden ratio - 1): shares follow the weights closely
 
 
 class Speculator:
@@ -29,11 +34,19 @@ class Speculator:
         self.target = ForwardCost(trace.model, trace.hardware, trace.tp)
         self.random = random.Random(seed).random
         self.pick = np.random.default_rng(np.random.SeedSequence([seed, 7]))
-        self.library = (TreeLibrary(scheme.acceptance.confidence, scheme.topk, scheme.tree_tokens, seed)
-                        if scheme.dynamic else None)
-        self._static: dict[tuple[int, int], CompiledTree] = {}
+        # requests differ (a mixture): each request keeps one component, assigned in arrival order
+        # along a seeded low-discrepancy sequence, so the shares follow the weights closely
+        self.groups = scheme.acceptance.groups()
+        self.libraries = ([TreeLibrary(a.confidence, scheme.topk, scheme.tree_tokens, seed) for _, a in self.groups]
+                          if scheme.dynamic else None)
+        self.library = self.libraries[0] if self.libraries else None
+        self.mixed = len(self.groups) > 1
+        self._cum = list(accumulate(w for w, _ in self.groups))
+        self._phase = random.Random(int(np.random.SeedSequence([seed, 13]).generate_state(1)[0])).random()
+        self._group: dict[int, int] = {}
+        self._static: dict[tuple[int, int, int], CompiledTree] = {}  # (depth, limit, group)
         self._picks: list[int] = []
-        self._cut: dict[tuple[int, int, int], CompiledTree] = {}  # library trees cut near a request's end
+        self._cut: dict[tuple[int, int, int, int], CompiledTree] = {}  # library trees cut near a request's end
         self.match = scheme.match_rate()  # below 1: each drafting sequence finds a match with this probability
         self.matches = random.Random(int(np.random.SeedSequence([seed, 11]).generate_state(1)[0])).random
         self.policy = scheme.policy if scheme.policy != "goodput" else \
@@ -49,32 +62,42 @@ class Speculator:
         """Expected accepted drafts per sequence-step at `depth` (steps without a match: none)."""
         if depth == 0:
             return 0.0
-        if self.library:
-            return self.library.expected(depth)
-        return self.match * self.scheme.acceptance.rank.compile(self.scheme.tree(depth)).expected
+        if self.libraries:
+            return sum(w * lib.expected(depth) for (w, _), lib in zip(self.groups, self.libraries))
+        tree = self.scheme.tree(depth)
+        return self.match * sum(w * a.rank.compile(tree).expected for w, a in self.groups)
+
+    def group(self, seq) -> int:
+        """The mixture component of seq's request (0 without a mixture), fixed at first sight."""
+        g = self._group.get(seq.id)
+        if g is None:
+            u = (self._phase + len(self._group) * GOLDEN) % 1.0
+            g = self._group[seq.id] = min(bisect_right(self._cum, u), len(self._cum) - 1)
+        return g
 
     def _matched(self, plans: list) -> list:
         """Each planned tree kept with probability `match` (one draw per tree, in order), else None."""
         draw, m = self.matches, self.match
         return [p if p is None or draw() < m else None for p in plans]
 
-    def tree(self, depth: int, limit: int) -> CompiledTree:
-        """A draft tree at `depth`, cut so it never drafts more than `limit` tokens deep."""
+    def tree(self, depth: int, limit: int, group: int = 0) -> CompiledTree:
+        """A draft tree at `depth`, cut so it never drafts more than `limit` tokens deep, with the
+        acceptance of mixture component `group`."""
         if self.library:
-            lib = self.library.trees(depth)
+            lib = self.libraries[group].trees(depth)
             if not self._picks:
                 self._picks = self.pick.integers(0, len(lib), size=4096).tolist()
             i = self._picks.pop()
             if limit >= depth:
                 return lib[i]
-            cut = self._cut.get((depth, i, limit))
+            cut = self._cut.get((depth, i, limit, group))
             if cut is None:
-                cut = self._cut[(depth, i, limit)] = truncate_compiled(lib[i], limit)
+                cut = self._cut[(depth, i, limit, group)] = truncate_compiled(lib[i], limit)
             return cut
-        key = (depth, min(depth, limit))
+        key = (depth, min(depth, limit), group)
         t = self._static.get(key)
         if t is None:
-            t = self.scheme.acceptance.rank.compile(T.truncate(self.scheme.tree(depth), key[1]))
+            t = self.groups[group][1].rank.compile(T.truncate(self.scheme.tree(depth), key[1]))
             self._static[key] = t
         return t
 
@@ -88,7 +111,13 @@ class Speculator:
             self.fresh = self.first = 0
             return [None] * len(seqs)
         tree = self.tree
-        if self.library:  # the common case inline: a whole library tree for every sequence not near its end
+        if self.mixed:
+            group = self.group
+            plans = [tree(d, s.output - s.generated - 1, group(s)) if s.output - s.generated > 1 else None
+                     for s in seqs]
+            if self.match < 1:
+                plans = self._matched(plans)
+        elif self.library:  # the common case inline: a whole library tree for every sequence not near its end
             lib = self.library.trees(d)
             picks = self._picks
             if len(picks) < len(seqs):
@@ -107,7 +136,12 @@ class Speculator:
         steady runs): the same draws in the same order, without the per-sequence checks."""
         self.depth = depth
         n = len(seqs)
-        if self.library:
+        if self.mixed:
+            group, tree = self.group, self.tree
+            plans = [tree(depth, depth, group(s)) for s in seqs]
+            if self.match < 1:
+                plans = self._matched(plans)
+        elif self.library:
             lib = self.library.trees(depth)
             picks = self._picks
             if len(picks) < n:

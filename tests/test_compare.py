@@ -91,6 +91,7 @@ def test_end_to_end_on_a_tiny_trace(tmp_path):
     assert all(0 <= a <= 1 for a in measured["per_depth"])
     # the host's speed during each scheme's runs, against the comparison's mean
     assert all(-0.9 < r["engine_speed"] < 9 and r["step_time_at_mean_speed"] is not None for r in doc["runs"])
+    assert all(set(r["at_mean_speed"]) == {"throughput_tok_s", "tpot_p50", "tpot_p99", "step_time"} for r in doc["runs"])
     # prompt lookup's match rate, measured by the engine, passed to the simulator's trace
     sim_doc = yaml.safe_load((out / "sim-trace.yaml").read_text())
     match = sim_doc["speculation"][1]["match"]
@@ -114,6 +115,9 @@ def test_host_speed_per_run_tag_is_time_weighted_over_the_mean():
     assert entry["engine_speed"] == pytest.approx(0.1)
     assert entry["step_time_at_mean_speed"] == pytest.approx(11.0 / (10.0 * 1.1) - 1)
     assert entry["errors"]["step_time"] == pytest.approx(0.1)
+    at = entry["at_mean_speed"]  # its throughput at the mean speed 1/1.1 of what it ran, its times 1.1x
+    assert at["step_time"] == entry["step_time_at_mean_speed"] and at["throughput_tok_s"] == pytest.approx(0.1)
+    assert at["tpot_p50"] == pytest.approx(0.1 / 0.11 - 1) and at["tpot_p99"] == pytest.approx(0.2 / 0.22 - 1)
 
 
 def test_sim_trace_takes_the_measured_match_only_where_the_trace_gave_none(tmp_path):
@@ -128,3 +132,22 @@ def test_sim_trace_takes_the_measured_match_only_where_the_trace_gave_none(tmp_p
                         {"ngram": 0.4, "fixed": 0.4, "eagle": 1.0})
     s = doc["speculation"]
     assert s[1]["match"] == 0.4 and s[2]["match"] == 0.9 and "match" not in s[3]
+
+
+def test_grouped_profile_cuts_requests_by_tokens_per_step():
+    """Requests ordered by tokens per step and cut into equal groups, each group's own form
+    weighing its share; too few requests: the pooled form."""
+    from validation.measure import grouped_profile
+    chain = SimpleNamespace(name="eagle", tree_nodes=None)
+    # request i drafts 10 steps at depth 2 and accepts both drafts on i of them, none on the rest
+    reqs = {i: ({(2, 2): i, (2, 0): 10 - i}, {}) for i in range(8)} | {99: ({}, {})}
+    doc = grouped_profile(chain, reqs, groups=4)
+    assert [c["weight"] for c in doc["mixture"]] == [0.25] * 4
+    firsts = [c["per_depth"][0] for c in doc["mixture"]]
+    assert firsts == sorted(firsts) and firsts[0] == pytest.approx(1 / 20) and firsts[-1] == pytest.approx(13 / 20)
+    pooled = grouped_profile(chain, reqs, groups=5)  # 8 requests drafted: fewer than two a group
+    assert pooled["per_depth"][0] == pytest.approx(28 / 80)
+    tree = SimpleNamespace(name="eagle", tree_nodes=8)
+    ranked = {i: ({(2, 1): 1}, {(1, i % 2): 3, (2, 0): 1}) for i in range(4)}
+    doc = grouped_profile(tree, ranked, groups=2)
+    assert all(len(c["rank_depth"][0]) == 10 for c in doc["mixture"])

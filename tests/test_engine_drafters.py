@@ -64,6 +64,17 @@ def test_every_scheme_is_lossless_at_temperature_zero(tmp_path, paging):
     assert all(drafted[k] > 0 for k in drafted if k != "none"), drafted
     # a model drafter drafts on every sequence-step that may (its match rate is 1)
     assert all(r.drafted == r.draftable == drafted[k] for k, r in res.items() if k != "none")
+    # the counts per request add up to the run's (acceptance, and the static trees' ranks)
+    for label, r in res.items():
+        assert set(r.by_request) == {s.id for s in r.result.seqs}
+        for whole, i in ((r.result.acceptance, 0), (r.ranks, 1)):
+            added: dict = {}
+            for counts in r.by_request.values():
+                for key, n in counts[i].items():
+                    added[key] = added.get(key, 0) + n
+            assert added == whole, label
+    assert sum(res["eagle-tree"].ranks.values()) > 0
+    assert sum(1 for h, _ in res["eagle"].by_request.values() if h) > 1
 
 
 def test_lossless_under_preemption(tmp_path):

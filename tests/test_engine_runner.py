@@ -231,3 +231,24 @@ def test_default_checkpoint_is_the_trace_model_cut_to_two_layers(tmp_path):
     custom = resolve(load_trace(write_trace(tmp_path, name="c", engine={"checkpoint": {**TINY, "seed": 9}})))
     assert (custom.spec.layers, custom.spec.hidden, custom.spec.heads, custom.seed) == (2, 64, 4, 9)
     assert custom.spec.ffn == 128 and custom.spec.tied_embeddings  # a key left out keeps the preset's value
+
+
+def test_the_host_reference_runs_outside_the_engines_clock(tmp_path):
+    """A reference call after every step is timed (EngineResult.reference_s, weighted by the
+    steps' durations) but never counted in the engine's clock."""
+    import time
+
+    from engine.checkpoint import resolve
+    from engine.runner import run_scheme
+    from sim.workload import make_requests
+    trace = load_trace(write_trace(tmp_path))
+    source = resolve(trace)
+    model = source.build()
+    wl = make_requests(trace.workload, trace.seed)
+    plain = run_scheme(trace, trace.speculation[0], wl, model, prompts=source.prompts)
+    timed = run_scheme(trace, trace.speculation[0], wl, model, prompts=source.prompts,
+                       reference=lambda: time.sleep(0.02))
+    steps = plain.result.steps.columns()["duration"].size
+    assert plain.reference_s is None and timed.reference_s == pytest.approx(0.02, abs=0.015)
+    assert timed.result.duration < plain.result.duration + steps * 0.01  # 20 ms a step would show
+    assert timed.tokens == plain.tokens

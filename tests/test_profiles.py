@@ -36,3 +36,44 @@ def test_profile_reproduces_published_tau(path):
         tau = 1 + acc.rank.expected(parents)
         tol = 0.01
     assert tau == pytest.approx(pub["mean_accepted"], abs=TOLERANCE.get(path.stem, tol))
+
+
+def _acc(doc, depth=4):
+    return acceptance_from_node(Node(doc, "t.yaml", "acceptance"), PROFILE_DIRS[0], depth)
+
+
+def test_mixture_pools_its_components_and_normalises_weights():
+    acc = _acc({"mixture": [{"weight": 1, "per_depth": [0.5, 0.4]},
+                            {"weight": 3, "rank_depth": [[0.9, 0.05], [0.8], [0.7]]}]})
+    (w1, a1), (w2, a2) = acc.components
+    assert (w1, w2) == (0.25, 0.75) and a1.rank.probs == ((0.5,), (0.4,))
+    # cell by cell; a component's table past its depth reuses its last row; missing ranks are 0
+    want = ((0.8, 0.0375), (0.7,), (0.1 + 0.525,))
+    assert [len(r) for r in acc.rank.probs] == [len(r) for r in want]
+    assert sum(acc.rank.probs, ()) == pytest.approx(sum(want, ()))
+    assert acc.groups() == acc.components and _acc({"per_depth": [0.5]}).groups()[0][0] == 1.0
+    d = acc.describe()
+    assert [c["weight"] for c in d["mixture"]] == [0.25, 0.75] and d["mixture"][1]["rank_depth"][0] == [0.9, 0.05]
+
+
+def test_mixture_of_confidence_models_pools_field_by_field():
+    acc = _acc({"mixture": [{"weight": 1, "confidence": {"top1_mean": 0.4}},
+                            {"weight": 1, "confidence": {"top1_mean": 0.8, "tail": 0.3}}]})
+    assert acc.confidence.top1_mean == pytest.approx(0.6) and acc.confidence.tail == pytest.approx(0.4)
+    assert acc.rank is None and len(acc.groups()) == 2
+
+
+@pytest.mark.parametrize("doc, needle", [
+    ({"mixture": [{"per_depth": [0.5]}]}, "weight"),
+    ({"mixture": [{"weight": 0, "per_depth": [0.5]}]}, "weight"),
+    ({"mixture": [{"weight": 1}]}, "exactly one of"),
+    ({"mixture": [{"weight": 1, "per_depth": [0.5], "mean_accepted": 1.5}]}, "exactly one of"),
+    ({"mixture": [{"weight": 1, "per_depth": [0.5]}, {"weight": 1, "confidence": {"top1_mean": 0.5}}]}, "not both"),
+    ({"mixture": [{"weight": 1, "profile": "mtp-deepseek-v3"}]}, "profile"),
+    ({"mixture": []}, "mixture"),
+])
+def test_bad_mixtures_name_their_key(doc, needle):
+    from sim.errors import SpecError
+    with pytest.raises(SpecError, match=needle) as exc:
+        _acc(doc)
+    assert "acceptance.mixture" in str(exc.value)

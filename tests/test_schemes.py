@@ -1,6 +1,7 @@
 """Speculative schemes in the simulator: parsing and errors, policies, paging under speculation,
 drafter pricing, and the physics of the concurrency ceiling."""
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -22,6 +23,12 @@ ALL = [{"scheme": "none"}, EAGLE, EAGLE2,
        {"scheme": "mtp", "depth": 2, "acceptance": {"per_depth": [0.85, 0.7]}},
        {"scheme": "draft", "k": 3, "draft_model": {"preset": "llama-3.2-1b", "layers": 2}, "acceptance": {"mean_accepted": 2.5}},
        {"scheme": "ngram", "k": 3, "acceptance": {"per_depth": [0.5, 0.4, 0.3]}}]
+
+# requests that differ: a quarter of them predictable, the rest not
+MIXED = {**EAGLE, "label": "mixed", "acceptance": {"mixture": [{"weight": 1, "per_depth": [0.95, 0.9]},
+                                                                {"weight": 3, "per_depth": [0.3]}]}}
+MIXED2 = {**EAGLE2, "label": "mixed2", "acceptance": {"mixture": [{"weight": 1, "confidence": {"top1_mean": 0.85}},
+                                                                  {"weight": 1, "confidence": {"top1_mean": 0.3}}]}}
 
 
 def run(trace, i, concurrency=None):
@@ -154,7 +161,9 @@ def test_speculative_runs_equal_step_by_step(tmp_path, paging, arrival):
                        workload={"arrival": arrival, "requests": 30,
                                  "output_tokens": {"dist": "uniform", "min": 20, "max": 120}},
                        speculation=[EAGLE2, EAGLE, ALL[3], {**EAGLE, "label": "table", "policy": {
-                           "batch_table": {"1-2": 4, "3-": 2}}}, {**ALL[6], "match": 0.6}])
+                           "batch_table": {"1-2": 4, "3-": 2}}}, {**ALL[6], "match": 0.6},
+                                                MIXED, MIXED2, {"scheme": "ngram", "label": "mixed-ngram", "k": 2, "match": 0.7,
+                                                                "acceptance": MIXED["acceptance"]}])
     wl = make_requests(trace.workload, trace.seed)
     for scheme in trace.speculation:
         fast = simulate(trace, scheme, wl, fast=True)
@@ -235,3 +244,42 @@ def test_steps_record_the_drafters_share(tmp_path):
     assert drafted.any() and (cols["draft_time"][drafted] > 0).all()
     assert (cols["draft_time"][cols["query_tokens"] == cols["batch_size"]] == 0).all()
     assert (cols["draft_time"] < cols["duration"]).all()
+
+
+@pytest.mark.parametrize("entry", [MIXED, MIXED2], ids=["chain", "dynamic"])
+def test_mixture_gives_each_request_its_own_acceptance(tmp_path, entry):
+    """A mixture assigns each request one component and keeps it: the shares follow the
+    weights, the expectation is the components' weighted one, and requests spread in steps far
+    more than under the pooled model (the mixture's fast requests finish in fewer steps)."""
+    wl = {"arrival": {"process": "closed", "concurrency": 8}, "requests": 80,
+          "output_tokens": {"dist": "fixed", "value": 60}}
+    trace = make_trace(tmp_path, workload=wl, speculation=[entry])
+    scheme = trace.speculation[0]
+    spec = Speculator(scheme, trace, seed=3)
+
+    class Seq:
+        def __init__(self, i):
+            self.id = i
+    picks = [spec.group(Seq(i)) for i in range(1000)]
+    assert [spec.group(Seq(i)) for i in range(1000)] == picks  # kept
+    weights = [w for w, _ in scheme.acceptance.components]
+    for g, w in enumerate(weights):
+        assert picks.count(g) / 1000 == pytest.approx(w, abs=0.005)
+    d = scheme.max_depth
+    alone = [Speculator(replace(scheme, acceptance=a), trace, 3).expected_accepted(d) for _, a in spec.groups]
+    assert spec.expected_accepted(d) == pytest.approx(sum(w * e for w, e in zip(weights, alone)))
+    assert alone[0] > 1.5 * alone[1]
+    res = simulate(trace, scheme, make_requests(trace.workload, trace.seed))
+    steps = np.array([s.steps for s in res.seqs])
+    single = make_trace(tmp_path, workload=wl, speculation=[{**entry, "acceptance": pooled_form(scheme)}])
+    other = simulate(single, single.speculation[0], make_requests(single.workload, single.seed))
+    assert steps.std() > 2 * np.array([s.steps for s in other.seqs]).std()
+    assert steps.max() > 1.4 * steps.min()
+
+
+def pooled_form(scheme) -> dict:
+    """The mixture's pooled model as a single-population form."""
+    a = scheme.acceptance
+    if a.confidence is not None:
+        return {"confidence": {"top1_mean": a.confidence.top1_mean}}
+    return {"rank_depth": [list(r) for r in a.rank.probs]}

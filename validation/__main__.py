@@ -25,7 +25,9 @@ def main(argv=None) -> int:
                     help="a measured profile (default: calibration probes run between the grid's points)")
     st.add_argument("--fit", action="store_true", help="also fit efficiencies on half the grid, test on the rest")
     st.add_argument("--quick", action="store_true", help="a small grid (CI)")
-    st.add_argument("--repeats", type=int, default=1, help="forward calls per point per pass")
+    st.add_argument("--repeats", type=int, default=1, help="forward calls per point per pass (at least)")
+    st.add_argument("--sample-ms", type=float, default=60.0,
+                    help="a point's forward calls per pass run at least this long (default 60)")
     st.add_argument("--rounds", type=int, default=6, help="passes over the grid (each point's mean over all kept)")
     for sp in (c, st):
         sp.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -34,15 +36,19 @@ def main(argv=None) -> int:
         ap.error("--calibrate measures the profile; it cannot be given with --hardware")
     if args.repeats < 1 or getattr(args, "rounds", 1) < 1:
         ap.error("--repeats and --rounds must be at least 1")
+    if getattr(args, "sample_ms", 0.0) < 0:
+        ap.error("--sample-ms must be at least 0")
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
     if args.cmd == "steptime":
         from validation.steptime import run
-        res = run(args.out, args.hardware, args.fit, args.quick, args.repeats, rounds=args.rounds)
+        res = run(args.out, args.hardware, args.fit, args.quick, args.repeats, rounds=args.rounds,
+                  sample_s=args.sample_ms / 1e3)
         e = res["errors"]
         print(f"step time, {e['points']} points: median |error| {e['median_abs']:.1%}, p90 {e['p90_abs']:.1%}, "
-              f"max {e['max_abs']:.1%} (median signed {e['median_signed']:+.1%})")
+              f"max {e['max_abs']:.1%} (median signed {e['median_signed']:+.1%}); the measured times' median "
+              f"standard error +-{res['noise_median']:.1%}")
         for k, v in res["by_kind"].items():
             print(f"  {k:8} median |error| {v['median_abs']:.1%}  p90 {v['p90_abs']:.1%}  signed {v['median_signed']:+.1%}")
         if "fit" in res:

@@ -14,6 +14,10 @@
    scheme's runs (validation/measure.py): per-depth rates a_j = P(accept depth j | drafted to
    depth j, depths < j accepted) for chains, per-rank rates for static trees, a fitted confidence
    model for EAGLE-2; written to DIR/acceptance-<label>.json and read as `{measured: ...}`.
+   Prompts differ in how predictable they are, and a run lasts as long as its slowest requests:
+   the requests are cut into validation.measure.GROUPS groups by their tokens per step (over
+   every run: the same prompts each time) and the file holds a `mixture` of the groups' forms,
+   one drawn per simulated request (validation.measure.grouped_profile).
    They are measured over the steps that drafted. A sequence-step that could draft (depth above
    0, more than one token left) and did not (no prompt-lookup match) gives prompt lookup its
    measured `match` rate instead, the probability with which the simulator's sequences draft.
@@ -32,12 +36,18 @@
    factors: with the same tokens generated, 1 + throughput error = 1 / ((1 + steps error)(1 +
    step time error)); steps follow the schedule and the acceptance, step time the cost model,
    and drafting time says how much of a step-time error is the drafter's.
+5. The host's speed: after every engine step, outside the engine's clock, a reference loop
+   (validation.probes.host_reference, REFERENCE_ITERS) is timed; a run's speed is the inverse
+   of its calls' mean, weighted by their steps' durations. Each entry gives the speed during
+   its scheme's runs over the comparison's mean (`engine_speed`, the mean the profile
+   describes) and the errors had the engine run at that mean (`at_mean_speed`).
 """
 from __future__ import annotations
 
 import copy
 import json
 from dataclasses import fields
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -46,10 +56,12 @@ import yaml
 from sim.metrics import dist, latencies, request_arrays
 from sim.models import ModelSpec
 from sim.report import acceptance_entry, fill_speedups, run_tag
-from validation.measure import drafted_counts, histogram_distance, per_depth_rates, profile
+from validation.measure import drafted_counts, grouped_profile, histogram_distance, per_depth_rates
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION_CYCLES = 2  # calibration probe cycles per engine run of the trace (--calibrate)
+REFERENCE_ITERS = 5_000  # the host-speed reference after every engine step: about 0.25 ms here
+AT_MEAN_SPEED = ("throughput_tok_s", "tpot_p50", "tpot_p99", "step_time")  # also given at the mean host speed
 METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "step_time", "draft_time",
            "allocator_ops", "peak_pages")
 
@@ -66,7 +78,7 @@ def metrics(summary: dict) -> dict:
 
 def relative_speeds(speeds: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
     """Each run tag's host speed during its engine runs over the comparison's mean: `speeds` holds
-    per tag its runs' (duration, speed reading), each weighted by its duration."""
+    per tag its runs' (duration, speed), each weighted by its duration."""
     total = sum(d for runs in speeds.values() for d, _ in runs)
     if not total:
         return {}
@@ -79,8 +91,9 @@ def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None) -> d
     """Signed relative errors (sim - engine) / engine, run by run (matched on label and concurrency).
     `speeds`: per run tag, the host's speed during the engine's runs over the comparison's mean
     (relative_speeds): each entry then gives it as `engine_speed` (signed: +0.1, 10% faster than
-    the mean the profile describes) and `step_time_at_mean_speed`, the step-time error had the
-    engine run at that mean speed."""
+    the mean the profile describes) and `at_mean_speed`, the errors of AT_MEAN_SPEED had the
+    engine run at that mean speed (its times scaled by its speed, its throughput divided by it;
+    `step_time_at_mean_speed` repeats the step time's)."""
     sims = {(r["label"], r["concurrency"]): r for r in sim["runs"]}
     out = []
     for r in engine["runs"]:
@@ -92,7 +105,9 @@ def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None) -> d
         speed = (speeds or {}).get(run_tag(r["label"], r["concurrency"]))
         if speed is not None:
             entry["engine_speed"] = speed - 1
-            entry["step_time_at_mean_speed"] = ms["step_time"] / (me["step_time"] * speed) - 1 if me["step_time"] else None
+            scaled = {k: me[k] / speed if k == "throughput_tok_s" else me[k] * speed for k in AT_MEAN_SPEED}
+            entry["at_mean_speed"] = {k: (ms[k] - v) / v if v else None for k, v in scaled.items()}
+            entry["step_time_at_mean_speed"] = entry["at_mean_speed"]["step_time"]
         if "throughputs" in r:
             entry["engine_throughputs"] = r["throughputs"]
         ea, sa = r.get("acceptance"), s.get("acceptance")
@@ -174,34 +189,26 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     from sim.spec import load_trace
     from validation.calibrate import Calibration, write_profile
 
-    from engine.checkpoint import resolve
-    from validation.probes import speed_reading
+    from validation.probes import host_reference
 
     trace = load_trace(trace_path)
     cal = Calibration() if calibrate else None
     # CALIBRATION_CYCLES of the probes per engine run of the trace, before its schemes' runs
     ticks = cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES) \
         if cal is not None else None
-    read = speed_reading(resolve(trace).device)
-    readings: list[float] = []  # the host's speed just before each engine run, and after each repeat's last
-
-    def between():
-        if ticks is not None:
-            ticks()
-        readings.append(read())
-
-    speeds: dict[str, list[tuple[float, float]]] = {}  # run tag -> [(duration, host speed)] per repeat
+    reference = partial(host_reference, REFERENCE_ITERS)  # after every engine step, outside its clock
+    speeds: dict[str, list[tuple[float, float]]] = {}  # run tag -> [(duration, host speed)] per engine run
     hists: dict[str, dict] = {}  # label -> (drafted depth, accepted) counts over the steps that drafted
     ranks: dict[str, dict] = {}
     tries: dict[str, list[int]] = {}  # label -> [sequence-steps that could draft, that did]
+    per_request: dict[str, dict] = {}  # label -> request id -> (acceptance counts, rank counts)
     reports, results = [], []
     for i in range(repeats):
-        first = len(readings)
         report, by_tag = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress,
-                                    between=between)
-        readings.append(read())
-        for k, (tag, res) in enumerate(by_tag.items()):  # in the order they ran
-            speeds.setdefault(tag, []).append((res.result.duration, (readings[first + k] + readings[first + k + 1]) / 2))
+                                    between=ticks, reference=reference)
+        for tag, res in by_tag.items():
+            if res.reference_s:
+                speeds.setdefault(tag, []).append((res.result.duration, 1.0 / res.reference_s))
         reports.append(report)
         results.append({tag: r.result for tag, r in by_tag.items()})
         for tag, res in by_tag.items():  # acceptance pooled over every run
@@ -212,6 +219,12 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
                 rk[key] = rk.get(key, 0) + n
             for key, n in (res.result.acceptance or {}).items():
                 hist[key] = hist.get(key, 0) + n
+            mine = per_request.setdefault(label, {})
+            for rid, (h, rk_req) in res.by_request.items():  # the same requests (prompts) in every run
+                h0, r0 = mine.setdefault(rid, ({}, {}))
+                for src, dst in ((h, h0), (rk_req, r0)):
+                    for key, n in src.items():
+                        dst[key] = dst.get(key, 0) + n
             tried = tries.setdefault(label, [0, 0])
             tried[0] += res.draftable
             tried[1] += res.drafted
@@ -228,8 +241,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         rates, samples = per_depth_rates(hist)
         if rates:
             path = out / f"acceptance-{label}.json"
-            doc = {**profile(schemes[label], hist, ranks[label]), "samples": samples,
-                   "source": f"engine run of {trace.name}"}
+            doc = {**grouped_profile(schemes[label], per_request[label]), "samples": samples,
+                   "requests": len(per_request[label]), "source": f"engine run of {trace.name}"}
             path.write_text(json.dumps(doc))
             measured[label] = path
     sim_path = out / "sim-trace.yaml"
@@ -278,7 +291,8 @@ def print_comparison(comparison: dict) -> None:
     from rich.table import Table
 
     t = Table(title="signed relative error of the simulator against the engine")
-    for col in ("scheme", "conc") + METRICS + ("accept TV", "host speed", "step @ mean speed"):
+    for col in ("scheme", "conc") + METRICS + ("accept TV", "host speed") + tuple(f"{SHORT[k]} @ mean speed"
+                                                                                   for k in AT_MEAN_SPEED):
         t.add_column(col, justify="left" if col == "scheme" else "right")
 
     def pct(x):
@@ -288,5 +302,8 @@ def print_comparison(comparison: dict) -> None:
         acc = r.get("acceptance")
         t.add_row(r["label"], str(r["concurrency"] if r["concurrency"] is not None else "open"),
                   *(pct(r["errors"][m]) for m in METRICS), f"{acc['tv_distance']:.3f}" if acc else "-",
-                  pct(r.get("engine_speed")), pct(r.get("step_time_at_mean_speed")))
-    Console(width=210).print(t)
+                  pct(r.get("engine_speed")), *(pct(r.get("at_mean_speed", {}).get(k)) for k in AT_MEAN_SPEED))
+    Console(width=250).print(t)
+
+
+SHORT = {"throughput_tok_s": "throughput", "tpot_p50": "TPOT p50", "tpot_p99": "TPOT p99", "step_time": "step"}

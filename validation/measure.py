@@ -5,13 +5,16 @@ functions over the engine's counts.
 * static trees: rank_depth from (depth, rank) counts: at temperature 0 the target's token at each
   depth along the accepted path, and its rank among the drafter's candidates there;
 * EAGLE-2 dynamic trees: a `confidence` model whose top-1 mean is solved so that the simulator's
-  tree library gives the measured tokens per step (validation/fit_profiles.py).
+  tree library gives the measured tokens per step (validation/fit_profiles.py);
+* requests that differ: a `mixture` of those forms, one per group of requests with similar
+  tokens per step (`grouped_profile`).
 """
 from __future__ import annotations
 
 import math
 
 RANKS = 10  # candidates per drafted node the engine records (engine/drafting/base.py RANKS)
+GROUPS = 4  # groups of requests in a measured mixture (quartiles of tokens per step)
 
 
 def per_depth_rates(hist: dict[tuple[int, int], int]) -> tuple[list[float], int]:
@@ -84,3 +87,31 @@ def histogram_distance(a: dict[str, int], b: dict[str, int]) -> float:
         return float("nan")
     keys = set(a) | set(b)
     return 0.5 * sum(abs(a.get(k, 0) / na - b.get(k, 0) / nb) for k in keys)
+
+
+def _merge(counts) -> dict:
+    out: dict = {}
+    for c in counts:
+        for k, n in c.items():
+            out[k] = out.get(k, 0) + n
+    return out
+
+
+def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], groups: int = GROUPS) -> dict:
+    """The simulator's form for requests whose acceptance differs (prompts differ in how
+    predictable they are): `requests` maps a request to its ((drafted depth, accepted) counts,
+    (depth, rank) counts). The requests that drafted, ordered by their tokens per verified step,
+    are cut into `groups` groups of equal size (within one), and each group's `profile` weighs
+    its share of them: {mixture: [{weight, <form>}, ...]}. With fewer than two requests a group
+    (or one group), the pooled `profile`."""
+    drafted = sorted((mean_tokens(h), rid) for rid, (h, _) in requests.items() if h)
+    if groups < 2 or len(drafted) < 2 * groups:
+        return profile(scheme, _merge(h for h, _ in requests.values()), _merge(r for _, r in requests.values()))
+    n = len(drafted)
+    bounds = [round(i * n / groups) for i in range(groups + 1)]
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        ids = [rid for _, rid in drafted[a:b]]
+        form = profile(scheme, _merge(requests[i][0] for i in ids), _merge(requests[i][1] for i in ids))
+        out.append({"weight": round((b - a) / n, 6), **form})
+    return {"mixture": out}

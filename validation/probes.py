@@ -19,6 +19,20 @@ def _timer(device: str):
     return sync
 
 
+HOST_REFERENCE_ITERS = 20_000  # about 1 ms here
+
+
+def host_reference(iters: int = HOST_REFERENCE_ITERS) -> int:
+    """The host's speed reference, timed beside what it measures (validation.compare: after every
+    engine step): interpreter work only, so it runs as fast after a call that swept the caches as
+    after one that did not (right after a batch-16 forward over 2,048 keys a model's forward, or a
+    small matmul loop, read 1.22-1.25x slower than usual; this loop 0.97x)."""
+    s = 0
+    for i in range(iters):
+        s += i
+    return s
+
+
 def mean_time(fn, device: str, calls: int, warm: bool = True) -> float:
     """Mean seconds of `calls` calls of fn, after one warm-up call unless `warm` is False
     (synchronised on a GPU)."""
@@ -251,21 +265,6 @@ def allocator_op() -> float:
 
 SPEED_WINDOW_S = 2.0  # one call of the speed probe: a contiguous timing this long
 SPEED_BLOCK_S = 0.1  # cut into blocks this long
-
-
-SPEED_READ_S = 0.5  # a speed reading beside each engine run (validation.compare)
-
-
-def speed_reading(device: str, window_s: float = SPEED_READ_S):
-    """The host's speed now: calls per busy second of the speed probe's forward over `window_s`
-    (compare takes one before each engine run and after a repeat's last, to say how fast the
-    host ran during each scheme's runs against the comparison's mean)."""
-    probe = speed_probe(device, window_s, window_s)
-
-    def read() -> float:
-        _, rates = probe()
-        return statistics.fmean(rates)
-    return read
 
 
 def speed_probe(device: str, window_s: float = SPEED_WINDOW_S, block_s: float = SPEED_BLOCK_S):

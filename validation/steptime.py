@@ -3,20 +3,29 @@ size x context x query tokens on random-weight models of real shapes, against th
 prediction of each point from a measured hardware profile alone.
 
     python -m validation steptime --out DIR [--hardware PROFILE] [--fit] [--quick] [--rounds R]
+                                  [--repeats N] [--sample-ms MS]
 
 Grid (per model): decode (1 query token), chain verify K = 1..6 (K+1 tokens), tree verify of 16,
 32 and 63 nodes (an EAGLE-like tree: top-4 at depth 1, then each level expanding its first
 nodes), and prefill chunks, at several batch sizes and contexts. The grid is timed in `rounds`
-passes (alternately forwards and backwards), a point's time the mean of its `repeats`
-`Model.forward` calls per pass (after one warm-up call) over all passes, as calibration means its
-probes. Unless `--hardware` names a profile, validation.calibrate's probes run one (or a few) at a
+passes (alternately forwards and backwards). In each pass a point's `Model.forward` calls (after
+one warm-up call) run for at least `repeats` calls and `sample_s` seconds (one call of a 7.7 ms
+point varies by 35-41% on this host, a mean of 20 calls by 19-26%): its pass's sample is their
+mean. A point's `measured` time is the mean of its passes' samples and `noise` their relative
+standard error (0 from one pass); each pass's sample is kept (`samples`). (Normalising each
+sample by a reference timed beside it, call by call, was tried and not kept: a model's decode
+forward or a small matmul loop as the reference reads 1.22-1.25x slower right after a point that
+swept the caches, and a pure-Python loop, which does not, tracks the forward too loosely: over
+three grids the normalised errors read 6.9%, 6.0% and 9.4% median against 7.6%, 6.1% and 6.7%
+for the plain means.)
+Unless `--hardware` names a profile, validation.calibrate's probes run one (or a few) at a
 time between consecutive points, CAL_CYCLES cycles of them per pass, and the points are predicted
-from the profile they measure (written to DIR/measured-hardware.yaml): this host's speed swings
-by up to 1.8x in spells of about ten seconds, so a profile measured at other moments than the
-points mispredicts them all alike (calibrations an hour apart read 0.5 and 1.1 ms per layer).
+from the profile they measure (written to DIR/measured-hardware.yaml): a profile measured at
+other moments than the points mispredicts them all alike (calibrations an hour apart read 0.5
+and 1.1 ms per layer).
 Against that, the simulator's `ForwardCost(model, hardware)(work).time + pass_overhead_s +
-index_check_s` (the forward alone, as timed, with the target's index checks) for the same work (query tokens, attended pairs, KV read, logits rows:
-the scheduler's `Batch.aggregates`).
+index_check_s` (the forward alone, as timed, with the target's index checks) for the same work
+(query tokens, attended pairs, KV read, logits rows: the scheduler's `Batch.aggregates`).
 
 `--fit` tunes eta_compute, eta_memory, eta_kv, eta_attn, launch_us, pass_overhead_us,
 multi_query_us, batch_query_us, elementwise_ns and
@@ -34,6 +43,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import json  # noqa: E402
 import math  # noqa: E402
 import statistics  # noqa: E402
+import time  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -94,11 +104,10 @@ def work_of(p: dict) -> Work:
     return Work(tokens=B * (q + t), seqs=B, pairs=B * pairs, kv_read=B * (ctx + q), lm_tokens=B * (1 + t))
 
 
-def measure(model, p: dict, repeats: int, device: str) -> float:
-    """Mean seconds of `repeats` forward calls over point p's batch, after a warm-up call."""
+def point_call(model, p: dict, device: str):
+    """The call that runs point p's batch through `model.forward` (its KV cache and batch built once)."""
     from engine.kv_cache import KVCache
     from engine.model import SeqQuery, StepBatch
-    from validation.probes import mean_time
     B, ctx, q, tree = p["batch"], p["context"], p["q"], p["tree"]
     per = ctx + q + len(tree)
     cache = KVCache(model.spec, -(-(B * per) // 16) + 1, 16, device, model.dtype)
@@ -110,7 +119,32 @@ def measure(model, p: dict, repeats: int, device: str) -> float:
         seqs.append(SeqQuery(tokens=toks[:q], ctx=ctx, index=list(range(base, base + ctx + q)), nodes=toks[q:],
                              parents=tree, spec_slots=list(range(base + ctx + q, base + per))))
     step = StepBatch.pack(seqs, device)
-    return mean_time(lambda: model.forward(step, cache), device, repeats)
+    return lambda: model.forward(step, cache)
+
+
+def timed_calls(call, device: str, calls: int, min_s: float) -> float:
+    """Mean seconds of `call` after a warm-up call: at least `calls` calls, and more until they
+    add up to `min_s` seconds."""
+    from validation.probes import _timer
+    sync = _timer(device)
+    call()
+    spent, n = 0.0, 0
+    while n < max(1, calls) or spent < min_s:
+        sync()
+        t0 = time.perf_counter()
+        call()
+        sync()
+        spent += time.perf_counter() - t0
+        n += 1
+    return spent / n
+
+
+def measured(samples: list[float]) -> dict:
+    """A point's time from its passes' samples: `measured` (their mean) and `noise` (the relative
+    standard error of that mean; 0 from one pass)."""
+    n = len(samples)
+    mean = statistics.mean(samples)
+    return {"measured": mean, "noise": statistics.stdev(samples) / mean / math.sqrt(n) if n > 1 else 0.0}
 
 
 def predict(spec, hw, p: dict) -> float:
@@ -131,6 +165,7 @@ def summary(errs: list[float]) -> dict:
 
 FIT = ("eta_compute", "eta_memory", "eta_kv", "eta_attn", "launch_s", "gemm_half_rows", "pass_overhead_s",
        "multi_query_s", "batch_query_s", "elementwise_s")
+SAMPLE_S = 0.06  # a point's calls per pass run for at least this long
 CAL_CYCLES = 2  # calibration cycles per pass, one probe or a few between consecutive points
 SCALES = (0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0)
 
@@ -167,7 +202,7 @@ def fit(points: list[dict], hw) -> tuple[dict, object]:
 
 
 def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bool = False, repeats: int = 1,
-        progress=print, rounds: int = 6, size_mb: int = 512) -> dict:
+        progress=print, rounds: int = 6, size_mb: int = 512, sample_s: float = SAMPLE_S) -> dict:
     from engine.model import Model
     from sim.hardware import hardware_from_node
     from validation.calibrate import Calibration, write_profile
@@ -188,7 +223,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     for r in range(rounds):
         for p in (points if r % 2 == 0 else points[::-1]):  # each point's passes spread over the run
             between()
-            p["samples"].append(measure(models[p["net"]], p, repeats, device))
+            p["samples"].append(timed_calls(point_call(models[p["net"]], p, device), device, repeats, sample_s))
         progress(f"pass {r + 1}/{rounds} timed ({len(points)} points)")
     del models
     hw_path = hardware
@@ -198,14 +233,16 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
         hw_path.write_text(write_profile(cal.figures(), cal.size_mb))
     hw = hardware_from_node(Node(str(hw_path), str(hw_path), "hardware"), ROOT)
     for p in points:
-        p["measured"] = statistics.mean(p.pop("samples"))
+        p.update(measured(p["samples"]))
         p["predicted"] = predict(p["spec"], hw, p)
         p["error"] = (p["predicted"] - p["measured"]) / p["measured"]
         progress(f"{p['model']:22} {p['kind']:10} B={p['batch']:<3} ctx={p['context']:<5} "
-                 f"measured {p['measured'] * 1e3:8.2f} ms  predicted {p['predicted'] * 1e3:8.2f} ms  "
-                 f"{p['error']:+.1%}")
+                 f"measured {p['measured'] * 1e3:8.2f} ms +-{p['noise']:5.1%}  "
+                 f"predicted {p['predicted'] * 1e3:8.2f} ms  {p['error']:+.1%}")
     result = {"hardware": str(hw_path), "device": device, "repeats": repeats, "rounds": rounds,
+              "sample_s": sample_s,
               "errors": summary([p["error"] for p in points]),
+              "noise_median": statistics.median(p["noise"] for p in points),
               "by_kind": {}, "points": []}
     kinds = sorted({p["kind"].rstrip("0123456789") for p in points})
     for k in kinds:
