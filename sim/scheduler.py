@@ -250,7 +250,7 @@ class Scheduler:
             self._preempt(victim)
             preempted.append(victim)
 
-    def record_acceptance(self, plan, accepted: int, seq_id: int = -1) -> None:
+    def record_acceptance(self, plan, accepted: int, seq_id: int) -> None:
         """Count one verified draft plan of request `seq_id`: its depth (a chain's length) and how
         many drafts were accepted (per request too where `by_request` is a dict)."""
         depth = getattr(plan, "depth", None)

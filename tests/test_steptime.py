@@ -1,10 +1,11 @@
 """validation.steptime: a point's samples and their standard error; each pass's calls run for a
-minimum time."""
+minimum time (validation.probes.mean_time)."""
 import time
 
 import pytest
 
-from validation.steptime import measured, timed_calls
+from validation.probes import mean_time
+from validation.steptime import measured
 
 
 def test_a_point_is_the_mean_of_its_passes_with_its_standard_error():
@@ -20,8 +21,8 @@ def test_calls_run_until_both_bounds_are_met():
     def call():
         calls.append(1)
         time.sleep(0.002)
-    mean = timed_calls(call, "cpu", calls=3, min_s=0.02)
+    mean = mean_time(call, "cpu", 3, min_s=0.02)
     assert len(calls) - 1 >= 8 and mean == pytest.approx(0.002, rel=0.9)  # after one warm-up call
     calls.clear()
-    timed_calls(call, "cpu", calls=3, min_s=0.0)
+    mean_time(call, "cpu", 3, min_s=0.0)
     assert len(calls) - 1 == 3

@@ -37,7 +37,7 @@
    step time error)); steps follow the schedule and the acceptance, step time the cost model,
    and drafting time says how much of a step-time error is the drafter's.
 5. The host's speed: after every engine step, outside the engine's clock, a reference loop
-   (validation.probes.host_reference, REFERENCE_ITERS) is timed; a run's speed is the inverse
+   (validation.probes.host_reference, about 0.25 ms) is timed; a run's speed is the inverse
    of its calls' mean, weighted by their steps' durations. Each entry gives the speed during
    its scheme's runs over the comparison's mean (`engine_speed`, the mean the profile
    describes) and the errors had the engine run at that mean (`at_mean_speed`).
@@ -47,7 +47,6 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import fields
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -56,11 +55,11 @@ import yaml
 from sim.metrics import dist, latencies, request_arrays
 from sim.models import ModelSpec
 from sim.report import acceptance_entry, fill_speedups, run_tag
-from validation.measure import drafted_counts, grouped_profile, histogram_distance, per_depth_rates
+from validation.measure import (add_counts, drafted_counts, grouped_profile, histogram_distance, merge_counts,
+                                per_depth_rates)
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION_CYCLES = 2  # calibration probe cycles per engine run of the trace (--calibrate)
-REFERENCE_ITERS = 5_000  # the host-speed reference after every engine step: about 0.25 ms here
 AT_MEAN_SPEED = ("throughput_tok_s", "tpot_p50", "tpot_p99", "step_time")  # also given at the mean host speed
 METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "step_time", "draft_time",
            "allocator_ops", "peak_pages")
@@ -172,8 +171,7 @@ def pool_runs(reports: list[dict], results: list[dict]) -> dict:
         entry = {**first, "summary": s, "throughputs": [r["summary"]["throughput_tok_s"] for r in same]}
         counts: dict = {}
         for x in res:
-            for key, c in drafted_counts(x).items():
-                counts[key] = counts.get(key, 0) + c
+            add_counts(counts, drafted_counts(x))
         if counts:
             entry["acceptance"] = acceptance_entry(counts)
         runs.append(entry)
@@ -196,35 +194,25 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     # CALIBRATION_CYCLES of the probes per engine run of the trace, before its schemes' runs
     ticks = cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES) \
         if cal is not None else None
-    reference = partial(host_reference, REFERENCE_ITERS)  # after every engine step, outside its clock
     speeds: dict[str, list[tuple[float, float]]] = {}  # run tag -> [(duration, host speed)] per engine run
-    hists: dict[str, dict] = {}  # label -> (drafted depth, accepted) counts over the steps that drafted
-    ranks: dict[str, dict] = {}
     tries: dict[str, list[int]] = {}  # label -> [sequence-steps that could draft, that did]
     per_request: dict[str, dict] = {}  # label -> request id -> (acceptance counts, rank counts)
     reports, results = [], []
     for i in range(repeats):
         report, by_tag = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress,
-                                    between=ticks, reference=reference)
+                                    between=ticks, reference=host_reference)  # after every step, off its clock
         for tag, res in by_tag.items():
             if res.reference_s:
                 speeds.setdefault(tag, []).append((res.result.duration, 1.0 / res.reference_s))
         reports.append(report)
         results.append({tag: r.result for tag, r in by_tag.items()})
-        for tag, res in by_tag.items():  # acceptance pooled over every run
+        for tag, res in by_tag.items():  # acceptance per request, pooled over every run (the same prompts)
             label = tag.rsplit("-", 1)[0]
-            hist = hists.setdefault(label, {})
-            rk = ranks.setdefault(label, {})
-            for key, n in res.ranks.items():
-                rk[key] = rk.get(key, 0) + n
-            for key, n in (res.result.acceptance or {}).items():
-                hist[key] = hist.get(key, 0) + n
             mine = per_request.setdefault(label, {})
-            for rid, (h, rk_req) in res.by_request.items():  # the same requests (prompts) in every run
+            for rid, (h, rk) in res.by_request.items():
                 h0, r0 = mine.setdefault(rid, ({}, {}))
-                for src, dst in ((h, h0), (rk_req, r0)):
-                    for key, n in src.items():
-                        dst[key] = dst.get(key, 0) + n
+                add_counts(h0, h)
+                add_counts(r0, rk)
             tried = tries.setdefault(label, [0, 0])
             tried[0] += res.draftable
             tried[1] += res.drafted
@@ -237,12 +225,13 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     hardware = hardware or ROOT / "traces" / "hardware" / "cpu-measured.yaml"
     measured = {}
     schemes = {s.label: s for s in trace.speculation}
-    for label, hist in hists.items():
-        rates, samples = per_depth_rates(hist)
+    for label, requests in per_request.items():
+        # (drafted depth, accepted) counts over the steps that drafted, every request's together
+        rates, samples = per_depth_rates(merge_counts(h for h, _ in requests.values()))
         if rates:
             path = out / f"acceptance-{label}.json"
-            doc = {**grouped_profile(schemes[label], per_request[label]), "samples": samples,
-                   "requests": len(per_request[label]), "source": f"engine run of {trace.name}"}
+            doc = {**grouped_profile(schemes[label], requests), "samples": samples,
+                   "requests": len(requests), "source": f"engine run of {trace.name}"}
             path.write_text(json.dumps(doc))
             measured[label] = path
     sim_path = out / "sim-trace.yaml"

@@ -89,11 +89,17 @@ def histogram_distance(a: dict[str, int], b: dict[str, int]) -> float:
     return 0.5 * sum(abs(a.get(k, 0) / na - b.get(k, 0) / nb) for k in keys)
 
 
-def _merge(counts) -> dict:
+def add_counts(dst: dict, src: dict) -> dict:
+    """dst += src, key by key (counts); returns dst."""
+    for k, n in src.items():
+        dst[k] = dst.get(k, 0) + n
+    return dst
+
+
+def merge_counts(counts) -> dict:
     out: dict = {}
     for c in counts:
-        for k, n in c.items():
-            out[k] = out.get(k, 0) + n
+        add_counts(out, c)
     return out
 
 
@@ -106,12 +112,12 @@ def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], groups: int 
     (or one group), the pooled `profile`."""
     drafted = sorted((mean_tokens(h), rid) for rid, (h, _) in requests.items() if h)
     if groups < 2 or len(drafted) < 2 * groups:
-        return profile(scheme, _merge(h for h, _ in requests.values()), _merge(r for _, r in requests.values()))
+        return profile(scheme, merge_counts(h for h, _ in requests.values()), merge_counts(r for _, r in requests.values()))
     n = len(drafted)
     bounds = [round(i * n / groups) for i in range(groups + 1)]
     out = []
     for a, b in zip(bounds, bounds[1:]):
         ids = [rid for _, rid in drafted[a:b]]
-        form = profile(scheme, _merge(requests[i][0] for i in ids), _merge(requests[i][1] for i in ids))
+        form = profile(scheme, merge_counts(requests[i][0] for i in ids), merge_counts(requests[i][1] for i in ids))
         out.append({"weight": round((b - a) / n, 6), **form})
     return {"mixture": out}

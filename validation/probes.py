@@ -19,7 +19,7 @@ def _timer(device: str):
     return sync
 
 
-HOST_REFERENCE_ITERS = 20_000  # about 1 ms here
+HOST_REFERENCE_ITERS = 5_000  # about 0.25 ms here
 
 
 def host_reference(iters: int = HOST_REFERENCE_ITERS) -> int:
@@ -33,18 +33,25 @@ def host_reference(iters: int = HOST_REFERENCE_ITERS) -> int:
     return s
 
 
-def mean_time(fn, device: str, calls: int, warm: bool = True) -> float:
-    """Mean seconds of `calls` calls of fn, after one warm-up call unless `warm` is False
-    (synchronised on a GPU)."""
+def mean_time(fn, device: str, calls: int, warm: bool = True, min_s: float = 0.0) -> float:
+    """Mean seconds of `calls` calls of fn (more, until they add up to `min_s` seconds), after one
+    warm-up call unless `warm` is False (synchronised on a GPU)."""
     sync = _timer(device)
     if warm:
         fn()
     sync()
     t0 = time.perf_counter()
-    for _ in range(max(1, calls)):
+    n = max(1, calls)
+    for _ in range(n):
         fn()
+    while min_s > 0.0:
+        sync()
+        if time.perf_counter() - t0 >= min_s:
+            break
+        fn()
+        n += 1
     sync()
-    return (time.perf_counter() - t0) / max(1, calls)
+    return (time.perf_counter() - t0) / n
 
 
 def interleaved_times(fns: dict, device: str, calls: int) -> dict:

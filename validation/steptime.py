@@ -43,7 +43,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import json  # noqa: E402
 import math  # noqa: E402
 import statistics  # noqa: E402
-import time  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -122,23 +121,6 @@ def point_call(model, p: dict, device: str):
     return lambda: model.forward(step, cache)
 
 
-def timed_calls(call, device: str, calls: int, min_s: float) -> float:
-    """Mean seconds of `call` after a warm-up call: at least `calls` calls, and more until they
-    add up to `min_s` seconds."""
-    from validation.probes import _timer
-    sync = _timer(device)
-    call()
-    spent, n = 0.0, 0
-    while n < max(1, calls) or spent < min_s:
-        sync()
-        t0 = time.perf_counter()
-        call()
-        sync()
-        spent += time.perf_counter() - t0
-        n += 1
-    return spent / n
-
-
 def measured(samples: list[float]) -> dict:
     """A point's time from its passes' samples: `measured` (their mean) and `noise` (the relative
     standard error of that mean; 0 from one pass)."""
@@ -206,6 +188,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     from engine.model import Model
     from sim.hardware import hardware_from_node
     from validation.calibrate import Calibration, write_profile
+    from validation.probes import mean_time
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     width = 4.0 if device == "cpu" else 2.0
@@ -223,7 +206,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     for r in range(rounds):
         for p in (points if r % 2 == 0 else points[::-1]):  # each point's passes spread over the run
             between()
-            p["samples"].append(timed_calls(point_call(models[p["net"]], p, device), device, repeats, sample_s))
+            p["samples"].append(mean_time(point_call(models[p["net"]], p, device), device, repeats, min_s=sample_s))
         progress(f"pass {r + 1}/{rounds} timed ({len(points)} points)")
     del models
     hw_path = hardware
