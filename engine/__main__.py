@@ -6,5 +6,7 @@ import sys
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from engine.cli import main  # noqa: E402
+from engine.host_memory import retain_freed_memory  # noqa: E402
 
+retain_freed_memory()  # large per-step tensors reuse freed memory instead of faulting fresh pages
 sys.exit(main())

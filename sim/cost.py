@@ -12,12 +12,14 @@ Every function takes per-step aggregates that may be Python numbers or numpy arr
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 
 from sim.hardware import HardwareSpec
 from sim.models import ModelSpec
+from sim.trees import is_chain
 
 ACT_BYTES = 2  # activations travel in bf16 on GPUs; the CPU profile overrides nothing here (fp32 is ~2x: calibrated into η_m)
 LOGIT_BYTES = 4  # fp32 logits written per sampled position
@@ -218,6 +220,18 @@ def weight_matrices(m: ModelSpec, tp: int) -> tuple[list, list, list]:
     return [p / tp for p in attn], [p / tp for p in ffn], [p / tp for p in expert]
 
 
+def row_efficiency(hw: HardwareSpec, weight_bytes: float, rows) -> float:
+    """The fraction of peak·eta_compute a product of `rows` token rows with one weight matrix of
+    `weight_bytes` reaches: its measured curve (hardware.gemm_rows), else rows / (rows +
+    gemm_half_rows), else 1 (what ForwardCost._compute applies to a model's matrices)."""
+    r = max(rows, 1)
+    if hw.gemm_rows:
+        at, frac = gemm_curve(hw.gemm_rows, weight_bytes)
+        return float(np.interp(r, at, frac))
+    return r / (r + hw.gemm_half_rows) if hw.gemm_half_rows else 1.0
+
+
+@lru_cache(maxsize=1024)
 def gemm_curve(table: tuple, weight_bytes: float) -> tuple[np.ndarray, np.ndarray]:
     """(rows (points,), fraction (points,)) for a matrix of `weight_bytes`: hardware.gemm_rows'
     curves blended linearly in log size between the two measured sizes around it."""
@@ -239,6 +253,24 @@ def host_time(hw: HardwareSpec, seqs, alloc_ops=0, copy_bytes=0):
     """Per-step host overhead, allocator operations, and KV copies (read + write) on the device."""
     return (hw.step_overhead_s + hw.seq_overhead_s * seqs + hw.alloc_op_s * alloc_ops
             + 2.0 * copy_bytes / (hw.mem_bw * hw.eta_memory))
+
+
+def verify_host(hw: HardwareSpec, calls=1, tree_calls=0, tree_nodes=0, nodes=0):
+    """Host time of the engine's verification around a pass, beyond its logits
+    (hardware.verify_call_s): `calls` verification calls (one per distinct draft shape among the
+    sequences that sample, a decode's being the empty one), `tree_calls` of them trees of
+    `tree_nodes` nodes in all (each walks its ancestor table), and `nodes` drafted nodes packed."""
+    return (hw.verify_call_s * calls + hw.tree_call_s * tree_calls + hw.tree_node_s * tree_nodes
+            + hw.pack_node_s * nodes)
+
+
+def verify_calls(shapes) -> tuple[int, int, int]:
+    """(calls, tree calls, their nodes) of the engine's verification of a step whose sampling
+    sequences have these draft shapes (parents tuples, () for a decode): it verifies each
+    distinct shape in one call, a chain without a tree walk."""
+    distinct = set(shapes)
+    trees = [p for p in distinct if p and not is_chain(p)]
+    return len(distinct), len(trees), sum(map(len, trees))
 
 
 def bound_of(compute_time, memory_time):

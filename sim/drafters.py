@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.cost import ACT_BYTES, Cost, ForwardCost, Work, compute_dtype
+from sim.cost import ACT_BYTES, Cost, ForwardCost, Work, compute_dtype, row_efficiency
 from sim.hardware import HardwareSpec
 from sim.models import ModelSpec
 
@@ -29,11 +29,14 @@ def mtp_module(target: ModelSpec) -> ModelSpec:
 
 
 def linear_cost(d_in: int, d_out: int, tokens, model: ModelSpec, hw: HardwareSpec, tp: int, count: int = 1) -> Cost:
-    """`count` weight matrices of d_in x d_out applied to `tokens` tokens (weights read once)."""
+    """`count` weight matrices of d_in x d_out applied to `tokens` tokens (weights read once),
+    each at its size's measured rate for that many rows (sim.cost.row_efficiency), as the
+    target's own matrices are priced."""
     params = count * d_in * d_out
     f = 2.0 * params * tokens / tp
     b = params * model.bytes_per_weight / tp + tokens * count * (d_in + d_out) * ACT_BYTES / tp
-    c, m = f / (hw.peak(compute_dtype(model)) * hw.eta_compute), b / (hw.mem_bw * hw.eta_memory)
+    eff = row_efficiency(hw, d_in * d_out * model.bytes_per_weight / tp, tokens)
+    c, m = f / (hw.peak(compute_dtype(model)) * hw.eta_compute * eff), b / (hw.mem_bw * hw.eta_memory)
     return Cost(time=max(c, m) + hw.launch_s, flops=f, bytes=b, compute_time=c, memory_time=m)
 
 
@@ -136,7 +139,7 @@ MEDUSA_OPS = 4  # the heads' operations beyond their two products: bias add, SiL
 def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int, shared_lm_head: bool = False) -> Cost:
     """K heads in one call over n last hidden states: each a residual h x h block + an LM head,
     its own (Medusa §2.1.1) or the target's, read once for all K x n rows; the top-k over each
-    head's logits costs hardware.logit_s per element. Not a forward pass: no pass_overhead_s,
+    head's logits costs hardware.logit_s per element (`hw` as drafters see it: HardwareSpec.drafter). Not a forward pass: no pass_overhead_s,
     MEDUSA_OPS launches beyond the products', and draft_seq_s per sequence."""
     h = target.hidden
     host = Cost(time=MEDUSA_OPS * hw.launch_s + n * hw.draft_seq_s + hw.logit_s * heads * n * target.vocab,

@@ -1,7 +1,7 @@
 """Device specs: datasheet ceilings plus the calibratable efficiency and overhead fields (DESIGN.md §3)."""
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 
 from sim.specio import Node, is_file, load_yaml
@@ -72,6 +72,22 @@ class HardwareSpec:
     # time per logit element that the sampling or verification after a pass reads (the argmax,
     # top-k or softmax over each LM-head row: rows x vocab); 0 where it hides under the roofline
     logit_s: float = 0.0
+    # host time of the engine's verification around a pass, beyond its logits (validation/probes.py
+    # `verify_host_probe`): one call per distinct draft shape among the sequences that sample
+    # (decoding is the empty shape; every sequence verifying the same static tree or chain shares
+    # one call; EAGLE-2's trees differ, one call each), verify_call_s each; a tree's call
+    # tree_call_s more plus tree_node_s per node (the walk over its ancestor table); and
+    # pack_node_s per drafted node in the step (its query, slot and mask rows packed)
+    # time per logit element of a drafter's selection over its LM-head rows (softmax, top-k), which
+    # replaces logit_s in drafter passes and Medusa's heads; 0: logit_s
+    draft_logit_s: float = 0.0
+    # host time per candidate a dynamic-tree drafter scores (EAGLE-2: recording it, choosing the
+    # frontier and the kept tree by confidence; validation/probes.py `draft_tree_probe`)
+    draft_cand_s: float = 0.0
+    verify_call_s: float = 0.0
+    tree_call_s: float = 0.0
+    tree_node_s: float = 0.0
+    pack_node_s: float = 0.0
     # the device's speed over time (sim/speed.py): spells of mean length speed_spell_s, each at a
     # rate drawn from the distribution these quantiles describe (evenly spaced probabilities from
     # 0 to 1; scaled to mean 1); empty (every preset): a constant speed. A shared host's slow
@@ -94,6 +110,11 @@ class HardwareSpec:
         """Roofline knee in FLOP/byte at achievable rates."""
         return self.peak(dtype) * self.eta_compute / (self.mem_bw * self.eta_memory)
 
+    def drafter(self) -> "HardwareSpec":
+        """This device as a drafter's passes see it: their LM-head rows cost draft_logit_s per
+        element (where measured) instead of logit_s."""
+        return replace(self, logit_s=self.draft_logit_s) if self.draft_logit_s else self
+
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
@@ -113,7 +134,10 @@ class HardwareSpec:
                 "batch_query_us": self.batch_query_s * us, "mixed_query_us": self.mixed_query_s * us,
                 "draft_seq_us": self.draft_seq_s * us, "eta_attn": self.eta_attn,
                 "attn_dense": self.attn_dense, "elementwise_ns": self.elementwise_s * 1e9,
-                "logit_ns": self.logit_s * 1e9, "speed_spell_ms": self.speed_spell_s * 1e3,
+                "logit_ns": self.logit_s * 1e9, "draft_logit_ns": self.draft_logit_s * 1e9,
+                "draft_cand_us": self.draft_cand_s * us, "verify_call_us": self.verify_call_s * us,
+                "tree_call_us": self.tree_call_s * us, "tree_node_us": self.tree_node_s * us,
+                "pack_node_us": self.pack_node_s * us, "speed_spell_ms": self.speed_spell_s * 1e3,
                 "speed_drift_ms": self.speed_drift_s * 1e3} | table \
             | ({"speed_rates": list(self.speed_rates)} if self.speed_rates else {}) \
             | ({"speed_drift_rates": list(self.speed_drift_rates)} if self.speed_drift_rates else {})
@@ -124,8 +148,8 @@ _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interco
          "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "index_check_us", "gemm_rows", "multi_query_us", "batch_query_us",
          "mixed_query_us", "draft_seq_us", "eta_attn", "attn_dense",
-         "elementwise_ns", "logit_ns", "speed_rates", "speed_spell_ms",
-         "speed_drift_rates", "speed_drift_ms")
+         "elementwise_ns", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
+         "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
 
 def preset_names() -> list[str]:
@@ -199,6 +223,12 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         attn_dense=f["attn_dense"].boolean() if "attn_dense" in f else None,
         elementwise_s=num("elementwise_ns", 1e-9, hi=1e6),
         logit_s=num("logit_ns", 1e-9, hi=1e6),
+        draft_logit_s=num("draft_logit_ns", 1e-9, hi=1e6),
+        draft_cand_s=num("draft_cand_us", 1e-6, hi=1e9),
+        verify_call_s=num("verify_call_us", 1e-6, hi=1e9),
+        tree_call_s=num("tree_call_us", 1e-6, hi=1e9),
+        tree_node_s=num("tree_node_us", 1e-6, hi=1e9),
+        pack_node_s=num("pack_node_us", 1e-6, hi=1e9),
         speed_rates=_speed_rates(f["speed_rates"]) if "speed_rates" in f else None,
         speed_spell_s=num("speed_spell_ms", 1e-3, hi=1e9),
         speed_drift_rates=_speed_rates(f["speed_drift_rates"]) if "speed_drift_rates" in f else None,

@@ -103,6 +103,10 @@ class Batch:
                 prefill += q
         return tokens, pairs, kv_read, lm, prefill
 
+    def shapes(self) -> list[tuple]:
+        """The draft shapes (parents; () for none) of the sequences that sample this step."""
+        return [tuple(t) for t, smp in zip(self.trees, self.samples) if smp]
+
     def mixed(self) -> int:
         """1 if some sequence runs one query token (a decode that drafted nothing) and another
         several (a prefill chunk, or a decode with drafts to verify), else 0 (Work.mixed)."""

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from sim.cost import ForwardCost, Work, bound_of, host_time
+from sim.cost import ForwardCost, Work, bound_of, host_time, verify_calls, verify_host
 from sim.kv import AllocatorStats
 from sim.scheduler import Batch, Scheduler, SeqState
 from sim.schemes.base import ZERO_COST, Scheme, SpecScheme
@@ -57,6 +57,8 @@ class Replica:
                                planner=self.spec, max_nodes=scheme.max_nodes(), track_slots=False)
         self.target_cost = ForwardCost(trace.model, trace.hardware, trace.tp)
         self.speed = speed_process(trace.hardware, seed)  # None: constant speed
+        hw = trace.hardware  # whether the profile prices verification calls (a measured CPU's does)
+        self.verify_priced = bool(hw.verify_call_s or hw.tree_call_s or hw.tree_node_s or hw.pack_node_s)
         self.log = StepLog()
         self.seqs: list[SeqState] = []
         self.pending = list(reversed(workload.requests))  # not yet arrived, next at the end
@@ -157,8 +159,10 @@ class Replica:
             self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
             main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens, int(0 < n_draft < B)))
             draft = spec.step_draft(n_draft, ctx_draft) if n_draft else ZERO_COST
-            dt, drafting = self._wall(self.env.now, main.time + draft.time + host_time(hw, B, allocs + frees, copy),
-                                      draft.time)
+            host = host_time(hw, B, allocs + frees, copy)
+            if self.verify_priced:
+                host += verify_host(hw, *verify_calls(p.parents if p is not None else () for p in plans), tokens - B)
+            dt, drafting = self._wall(self.env.now, main.time + draft.time + host, draft.time)
             log.append(1, self.env.now, dt, B, tokens, ctx_sum, main.flops + draft.flops, main.bytes + draft.bytes,
                        bound_of(main.compute_time + draft.compute_time, main.memory_time + draft.memory_time),
                        0, allocs, frees, 0, drafting)
@@ -237,7 +241,10 @@ class Replica:
             allocs, frees = allocs0, frees0
         main = self.target_cost(work)
         draft = self.spec.draft_cost(batch) if self.spec is not None else ZERO_COST
-        dt = main.time + draft.time + host_time(tr.hardware, B, allocs + frees, copy)
+        host = host_time(tr.hardware, B, allocs + frees, copy)
+        if self.verify_priced:
+            host = host + verify_host(tr.hardware, *verify_calls(batch.shapes()), sum(map(len, batch.trees)))
+        dt = main.time + draft.time + host
         if k > 1:
             dt = dt - (copy * 2.0 / (tr.hardware.mem_bw * tr.hardware.eta_memory)) * (j > 0)  # copies: step 0 only
             if self.speed is not None:

@@ -10,7 +10,7 @@ from itertools import accumulate
 import numpy as np
 
 from sim.acceptance import CompiledTree, truncate_compiled
-from sim.cost import Cost, ForwardCost, Work, host_time
+from sim.cost import Cost, ForwardCost, Work, host_time, verify_host
 from sim.dyntree import TreeLibrary
 from sim.errors import SpecError
 from sim.policy import Goodput
@@ -178,12 +178,19 @@ class Speculator:
         ctx = int(context)
         work = Work(tokens=tokens, seqs=batch, pairs=tokens * (ctx + 1) + drafting * nodes * max(depth, 1),
                     kv_read=batch * (ctx + 1), lm_tokens=tokens, mixed=int(0 < drafting < batch))
-        t = self.target(work).time + host_time(self.trace.hardware, batch)
-        if depth:  # in steady decoding a drafter catches up on the last step's accepted drafts + 1
-            fresh = round(drafting * (1 + self.expected_accepted(depth) / self.match))
-            t += self.draft(drafting, drafting * ctx, depth, () if self.library else self.scheme.tree(depth),
-                            fresh, 0).time
-        return t
+        hw = self.trace.hardware
+        t = self.target(work).time + host_time(hw, batch)
+        if not depth:
+            return t + verify_host(hw)
+        # verification: a call for the sequences decoding beside, one for a static shape, one a
+        # sequence for dynamic trees
+        shape = () if self.library else self.scheme.tree(depth)
+        calls = drafting if self.library else 1
+        trees = calls if self.library or not T.is_chain(shape) else 0
+        t += verify_host(hw, calls + (drafting < batch), trees, trees * nodes, drafting * nodes)
+        # in steady decoding a drafter catches up on the last step's accepted drafts + 1
+        fresh = round(drafting * (1 + self.expected_accepted(depth) / self.match))
+        return t + self.draft(drafting, drafting * ctx, depth, shape, fresh, 0).time
 
     # ---- acceptance (simulator) -------------------------------------------------------------
     def accept(self, batch) -> list[list[int]]:

@@ -13,6 +13,12 @@ def chain(k: int) -> tuple[int, ...]:
     return tuple(range(-1, k - 1))
 
 
+def is_chain(parents: Sequence[int]) -> bool:
+    """Whether a draft shape is a chain (node i's parent is i - 1; the empty shape too): the
+    engine verifies those with its chain routine, without a tree walk."""
+    return all(a == i - 1 for i, a in enumerate(parents))
+
+
 def depths(parents: Sequence[int]) -> list[int]:
     """Depth of each node (1 for children of the root)."""
     d: list[int] = []

@@ -35,6 +35,13 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     assert hw.eta_attn == pytest.approx(m["eta_attn"], abs=1e-4) and hw.attn_dense
     assert hw.elementwise_s == pytest.approx(m["elementwise_s"], rel=1e-3)
     assert 1e-12 < m["logit_s"] < 1e-7 and hw.logit_s == pytest.approx(m["logit_s"], rel=1e-3)
+    assert 1e-12 < m["draft_logit_s"] < 1e-7 and hw.draft_logit_s == pytest.approx(m["draft_logit_s"], rel=1e-3)
+    assert 1e-8 < m["draft_cand_s"] < 1e-3 and hw.draft_cand_s == pytest.approx(m["draft_cand_s"], rel=1e-2)
+    # a verification call takes microseconds at least (a tree's more), packing a node some
+    assert 1e-6 < m["verify_call_s"] < 1e-2 and 1e-8 < m["pack_node_s"] < 1e-3
+    for key, field in (("verify_call_s", "verify_call_s"), ("tree_call_s", "tree_call_s"),
+                       ("tree_node_s", "tree_node_s"), ("pack_node_s", "pack_node_s")):
+        assert getattr(hw, field) == pytest.approx(m[key], rel=1e-2, abs=1e-8), key
     assert [b for b, _ in hw.gemm_rows] == [32 * 1024, 128 * 1024]
     assert hw.gemm_rows[0][1] == tuple((r, f) for r, f in m["gemm_rows"][32])
 
@@ -122,3 +129,43 @@ def test_the_pass_overhead_probe_runs_its_passes_as_the_drafters_do():
     d = random_drafters(target, 1)
     for m in [d.draft, d.eagle.model, *(h.model for h in d.mtp)]:
         assert m.ops is m.ops_unchecked
+
+
+def test_verify_host_figures_take_differences():
+    """verify_host_figures: the chain call is the call price; the trees' difference per node; the
+    small tree's call beyond its nodes and a chain call; packing per node over 4 x 62 nodes; the
+    probes' own logits (2, 9, 63 rows of 64) come off first."""
+    from validation.probes import VERIFY_SEQS, VERIFY_TREES, VERIFY_VOCAB, verify_host_figures
+    small, large = VERIFY_TREES
+    us = 1e-6
+    t = {"vchain": 100 * us, f"vtree{small}": (100 + 50 + 2 * small) * us, f"vtree{large}": (100 + 50 + 2 * large) * us,
+         "pack0": 80 * us, f"pack{large}": (80 + 1.5 * VERIFY_SEQS * large) * us}
+    f = verify_host_figures(t, 0.0)
+    assert f["verify_call_s"] == pytest.approx(100 * us) and f["tree_node_s"] == pytest.approx(2 * us)
+    assert f["tree_call_s"] == pytest.approx(50 * us) and f["pack_node_s"] == pytest.approx(1.5 * us)
+    logit = 1e-9  # the logits' share is taken off each call: the chain's 2 rows, the trees' rows
+    g = verify_host_figures({k: v + logit * VERIFY_VOCAB * rows for k, v, rows in
+                             ((k, v, {"vchain": 2, f"vtree{small}": small + 1, f"vtree{large}": large + 1}.get(k, 0))
+                              for k, v in t.items())}, logit)
+    assert all(g[k] == pytest.approx(f[k], rel=1e-9) for k in f)
+
+
+def test_elementwise_time_is_the_slope_between_two_sizes():
+    """elementwise_ns: the extra time per extra element between EW_TOKENS' two sizes, so each
+    operation's fixed host time (charged per layer by launch_us) cancels; never negative."""
+    from sim.cost import elementwise_elems
+    from validation.probes import EW_SPEC, EW_TOKENS, elementwise_time
+    per_tok = elementwise_elems(EW_SPEC)[0]
+    fixed, ns = 220e-6, 0.8e-9
+    small, large = (fixed + n * per_tok * ns for n in EW_TOKENS)
+    assert elementwise_time(small, large) == pytest.approx(ns, rel=1e-9)
+    assert elementwise_time(large, small) == 0.0
+
+
+def test_draft_cand_time_per_extra_candidate():
+    """draft_cand_us: the tree probe's extra time at top-8 over top-2 per extra candidate (4
+    sequences of depth 6: 8 + 5 x 64 against 2 + 5 x 4 candidates each)."""
+    from validation.probes import DRAFT_TREE_SEQS, draft_cand_time, draft_tree_candidates
+    assert draft_tree_candidates(8, 6) == 328 and draft_tree_candidates(2, 6) == 22
+    t2, t8 = 300e-6 + 2e-6 * DRAFT_TREE_SEQS * 22, 300e-6 + 2e-6 * DRAFT_TREE_SEQS * 328
+    assert draft_cand_time(t2, t8) == pytest.approx(2e-6, rel=1e-9) and draft_cand_time(t8, t2) == 0.0

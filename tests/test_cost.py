@@ -310,3 +310,68 @@ def test_logit_passes_add_per_lm_row_and_vocab_entry():
     from sim.errors import SpecError
     with pytest.raises(SpecError, match="logit_ns"):
         device("cpu", logit_ns=-1.0)
+
+
+def test_verification_host_time_per_call_and_node(tmp_path):
+    """verify_host: verify_call_us per call, tree_call_us more per tree call plus tree_node_us per
+    node of it, pack_node_us per drafted node; verify_calls counts one call per distinct shape
+    among the sampling sequences, a chain (or a decode's empty shape) without a tree walk; the
+    fields load and round-trip, and every preset leaves them 0."""
+    from sim.cost import verify_calls, verify_host
+    h = device("cpu", verify_call_us=100.0, tree_call_us=50.0, tree_node_us=2.0, pack_node_us=1.5)
+    assert verify_host(h) == pytest.approx(100e-6)
+    assert verify_host(h, 3, 2, 20, 40) == pytest.approx((300 + 100 + 40 + 60) * 1e-6)
+    tree = (-1, -1, 0, 1)
+    chain = (-1, 0, 1)
+    assert verify_calls([(), ()]) == (1, 0, 0)
+    assert verify_calls([chain, chain, chain]) == (1, 0, 0)  # a static chain: one call for the batch
+    assert verify_calls([tree, tree, (), chain]) == (3, 1, 4)
+    assert verify_calls([tree, (-1, 0, 0, 1), (-1, -1, 0, 0)]) == (3, 3, 12)  # dynamic trees: one call each
+    h2 = round_trip(h, tmp_path)
+    assert (h2.verify_call_s, h2.tree_call_s, h2.tree_node_s, h2.pack_node_s) == pytest.approx((100e-6, 50e-6, 2e-6, 1.5e-6))
+    p = device("h100-sxm")
+    assert (p.verify_call_s, p.tree_call_s, p.tree_node_s, p.pack_node_s) == (0.0, 0.0, 0.0, 0.0)
+    from sim.errors import SpecError
+    with pytest.raises(SpecError, match="tree_node_us"):
+        device("cpu", tree_node_us=-1.0)
+
+
+def test_drafters_price_their_logits_at_draft_logit_ns(tmp_path):
+    """draft_logit_ns replaces logit_ns for a drafter's LM-head rows (HardwareSpec.drafter): a
+    drafter pass's price moves by the difference per logit element, Medusa's heads too; the
+    target's passes keep logit_ns; unmeasured (0), drafters pay logit_ns."""
+    from sim.drafters import PassPricer, eagle_head, medusa_cost
+    m = model("tiny")
+    base, extra = device("cpu", logit_ns=3.0), device("cpu", logit_ns=3.0, draft_logit_ns=5.0)
+    assert base.drafter() is base and extra.drafter().logit_s == pytest.approx(5e-9)
+    head = eagle_head(m)
+    passes = [(7, 2), 16, 16]
+    lm_rows = 2 + 16 + 16
+    d = PassPricer(head, extra.drafter(), 1)(2, 300, passes).time - PassPricer(head, base.drafter(), 1)(2, 300, passes).time
+    assert d == pytest.approx(lm_rows * m.vocab * 2e-9, rel=1e-9)
+    d = medusa_cost(m, extra.drafter(), 1, 4, 3).time - medusa_cost(m, base.drafter(), 1, 4, 3).time
+    assert d == pytest.approx(4 * 3 * m.vocab * 2e-9, rel=1e-9)
+    w = Work(tokens=5, seqs=1, pairs=500, kv_read=100, lm_tokens=5)
+    assert ForwardCost(m, extra)(w).time == ForwardCost(m, base)(w).time
+    assert round_trip(extra, tmp_path).draft_logit_s == pytest.approx(5e-9)
+
+
+def test_drafter_products_run_at_their_rows_rate():
+    """linear_cost (Medusa's heads, EAGLE's input projection) prices each product at its rows'
+    measured rate, as the target's matrices are: rows / (rows + gemm_half_rows) of the peak, or
+    the gemm_rows curve of its size; without either, the peak."""
+    import numpy as np
+
+    from sim.cost import compute_dtype, gemm_curve
+    from sim.drafters import linear_cost
+    m = model("tiny")
+    peak = device("cpu").peak(compute_dtype(m)) * device("cpu").eta_compute
+    f = 2.0 * 256 * 4096 * 4
+    assert linear_cost(256, 4096, 4, m, device("cpu"), 1).compute_time == pytest.approx(f / peak, rel=1e-9)
+    half = device("cpu", gemm_half_rows=12.0)
+    assert linear_cost(256, 4096, 4, m, half, 1).compute_time == pytest.approx(f / peak * (4 + 12) / 4, rel=1e-9)
+    table = {64: [[1, 0.05], [4, 0.1], [16, 0.4]], 4096: [[1, 0.1], [4, 0.2], [16, 0.8]]}
+    curved = device("cpu", gemm_rows=table)
+    at, frac = gemm_curve(curved.gemm_rows, 256 * 4096 * m.bytes_per_weight)
+    assert float(np.interp(4, at, frac)) == pytest.approx(0.2)  # a 4 MiB matrix: the 4096 KiB curve
+    assert linear_cost(256, 4096, 4, m, curved, 1, count=3).compute_time == pytest.approx(3 * f / peak / 0.2, rel=1e-9)

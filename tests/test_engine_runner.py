@@ -252,3 +252,15 @@ def test_the_host_reference_runs_outside_the_engines_clock(tmp_path):
     assert plain.reference_s is None and timed.reference_s == pytest.approx(0.02, abs=0.015)
     assert timed.result.duration < plain.result.duration + steps * 0.01  # 20 ms a step would show
     assert timed.tokens == plain.tokens
+
+
+def test_group_rows_views_back_to_back_rows_and_copies_others():
+    """A verification group's logit rows: a view of the logits where the sequences' rows lie
+    back to back (no copy), a copy otherwise; both equal stacking the rows."""
+    from engine.runner import group_rows
+    logits = torch.randn(12, 5)  # (R, V)
+    for starts, width, view in (([0, 3, 6], 3, True), ([4], 4, True), ([0, 4, 8], 3, False), ([6, 0], 3, False)):
+        got = group_rows(logits, starts, width)  # (G, width, V)
+        want = torch.stack([logits[s:s + width] for s in starts])
+        assert torch.equal(got, want)
+        assert (got.data_ptr() == logits[starts[0]].data_ptr()) == view

@@ -157,7 +157,8 @@ def test_speculative_runs_equal_step_by_step(tmp_path, paging, arrival):
     request outcome must equal stepping through schedule -> price -> commit one at a time."""
     trace = make_trace(tmp_path, serving={"paging": paging, "max_num_batched_tokens": 2048},
                        hardware={"preset": "h100-sxm", "multi_query_us": 20, "batch_query_us": 10,
-                                 "mixed_query_us": 30},  # the host terms of several- and mixed-query passes
+                                 "mixed_query_us": 30,  # the host terms of several- and mixed-query passes
+                                 "verify_call_us": 40, "tree_call_us": 20, "tree_node_us": 1, "pack_node_us": 0.5},
                        workload={"arrival": arrival, "requests": 30,
                                  "output_tokens": {"dist": "uniform", "min": 20, "max": 120}},
                        speculation=[EAGLE2, EAGLE, ALL[3], {**EAGLE, "label": "table", "policy": {
@@ -197,6 +198,68 @@ def test_mixed_passes_pay_mixed_query_per_layer(tmp_path):
     several = a["query_tokens"] > a["batch_size"]
     assert paid.any() and not (paid & ~several).any()  # only where some sequence has several queries
     assert (several & ~paid & (a["batch_size"] > 1)).any()  # and not where all of them have
+
+
+def test_steps_pay_a_verification_call_per_distinct_draft_shape(tmp_path):
+    """verify_call_us per call: a step whose sequences share one static chain or tree shape pays
+    one call (more where some draft less or nothing beside them), EAGLE-2's per-sequence trees one
+    call each;
+    pack_node_us per drafted node. Closed loop, so the steps and draws are the same either way."""
+    medusa = ALL[3]
+    base = {"preset": "h100-sxm"}
+    wl = {"arrival": {"process": "closed", "concurrency": 6}, "requests": 18,
+          "output_tokens": {"dist": "fixed", "value": 40}}
+    calls = {}
+    for scheme in (EAGLE, medusa, EAGLE2):
+        cols = []
+        for extra in ({}, {"verify_call_us": 100.0}, {"pack_node_us": 2.0}):
+            trace = make_trace(tmp_path, hardware={**base, **extra}, workload=wl, speculation=[scheme])
+            cols.append(simulate(trace, trace.speculation[0], make_requests(trace.workload, trace.seed)).steps.columns())
+        a, b, c = cols
+        assert np.array_equal(a["query_tokens"], b["query_tokens"]) and np.array_equal(a["query_tokens"], c["query_tokens"])
+        n = (b["duration"] - a["duration"]) / 100e-6  # calls per step
+        assert np.allclose(n, np.round(n), atol=1e-6) and (n >= 0).all()
+        decode = (a["prefill_tokens"] == 0) & (a["batch_size"] == 6)
+        nodes = a["query_tokens"] - a["batch_size"]
+        assert np.allclose((c["duration"] - a["duration"])[decode], 2e-6 * nodes[decode], rtol=1e-9, atol=1e-12)
+        assert (nodes[decode] > 0).any()
+        calls[scheme["scheme"]] = np.round(n[decode & (nodes > 0)])
+    # static shapes: one call in most steps (a sequence near its end drafts a shorter chain, a shape of its own)
+    assert np.median(calls["eagle"]) == 1 and np.median(calls["medusa"]) == 1
+    assert calls["eagle2"].max() >= 4 and calls["eagle2"].mean() > 2  # six sequences' trees rarely coincide
+
+
+def test_goodput_prediction_prices_the_verification_calls(tmp_path):
+    """Speculator.predict_step adds what a step pays for verification: one call for a static
+    shape (a tree's walk too), one per sequence for EAGLE-2's trees, packing every node; one call
+    for a step that drafts nothing."""
+    medusa = ALL[3]
+    fields = {"verify_call_us": 100.0, "tree_call_us": 50.0, "tree_node_us": 3.0, "pack_node_us": 2.0}
+    for scheme, depth in ((EAGLE, 3), (medusa, 3), (EAGLE2, 4)):
+        got = []
+        for extra in ({}, fields):
+            trace = make_trace(tmp_path, hardware={"preset": "h100-sxm", **extra}, speculation=[scheme])
+            sp = Speculator(trace.speculation[0], trace, 1)
+            got.append((sp.predict_step(4, 200.0, depth), sp.predict_step(4, 200.0, 0), sp.nodes(depth)))
+        (a, a0, nodes), (b, b0, _) = got
+        assert b0 - a0 == pytest.approx(100e-6, rel=1e-6)
+        calls, trees = {"eagle": (1, 0), "medusa": (1, 1), "eagle2": (4, 4)}[scheme["scheme"]]
+        want = 100e-6 * calls + trees * (50e-6 + 3e-6 * nodes) + 2e-6 * 4 * nodes
+        assert b - a == pytest.approx(want, rel=1e-6), scheme["scheme"]
+
+
+def test_eagle2_drafting_pays_per_candidate(tmp_path):
+    """draft_cand_us: EAGLE-2's drafter pays it for every candidate its passes score, n x (k +
+    (depth - 1) k^2); other drafters do not."""
+    got = {}
+    for extra in ({}, {"draft_cand_us": 2.0}):
+        trace = make_trace(tmp_path, hardware={"preset": "h100-sxm", **extra}, speculation=[EAGLE2, EAGLE])
+        eagle2, eagle = trace.speculation
+        got[bool(extra)] = (eagle2.drafter(trace)(3, 600, 4, (), 3, 0).time,
+                            eagle.drafter(trace)(3, 600, 4, eagle.tree(4), 3, 0).time)
+    k = EAGLE2["topk"]
+    assert got[True][0] - got[False][0] == pytest.approx(2e-6 * 3 * (k + 3 * k * k), rel=1e-6)
+    assert got[True][1] == got[False][1]
 
 
 def test_prompt_lookup_drafts_on_its_match_rate(tmp_path):

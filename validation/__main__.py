@@ -4,6 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.host_memory import retain_freed_memory
 from sim.cli import fail
 from sim.errors import SpecError
 from validation.compare import compare, print_comparison
@@ -32,6 +33,7 @@ def main(argv=None) -> int:
     for sp in (c, st):
         sp.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     args = ap.parse_args(argv)
+    retain_freed_memory()  # as `python -m engine` runs: no fresh pages for large per-step tensors
     if args.cmd == "compare" and args.calibrate and args.hardware:
         ap.error("--calibrate measures the profile; it cannot be given with --hardware")
     if args.repeats < 1 or getattr(args, "rounds", 1) < 1:

@@ -24,7 +24,8 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   model's KERNELS_PER_LAYER operations -> `launch_us` (a one-element op is reported beside it);
 - step and per-sequence overhead: the engine's whole decode step (schedule, forward, verify,
   commit) on a 1-layer tiny model at batch 1 and 16 (the mean step of a run), less the
-  per-layer time -> `step_overhead_us`, `seq_overhead_us`; a bare forward call of a model
+  per-layer time (and the step's one verification call, `verify_call_us`) -> `step_overhead_us`,
+  `seq_overhead_us`; a bare forward call of a model
   that skips the index checks, as the drafters' models do, less its layer -> `pass_overhead_us`
   (what each drafter pass adds), and the same call with the checks, less that ->
   `index_check_us` (a target's bare forward pays it too: on this CPU, 0.2-0.4 ms of a 1-layer
@@ -58,14 +59,35 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   On a GPU neither is measured (eta_attn 1, the roofline: the probe's products
   take microseconds there);
 - elementwise passes (CPU): one layer's norms, rotary embedding, gating and residual adds as
-  the engine runs them, unfused, over 256 tokens of the family's shape, per activation element
-  (sim.cost.elementwise_elems) -> `elementwise_ns`, which the cost model adds to the matmuls (a
-  128-token prefill of the family spends about 40% of its time in such passes); 0 on a GPU;
-- logits: the engine's greedy verification of 4 sequences' 31-node trees (the rows stacked out
+  the engine runs them, unfused, over 256 and 1,024 tokens of the family's shape, the extra time
+  per extra activation element (sim.cost.elementwise_elems) -> `elementwise_ns`, which the cost
+  model adds to the matmuls (a 128-token prefill of the family spends about 40% of its time in
+  such passes); the operations' fixed host time cancels (`launch_us` has it); 0 on a GPU;
+- logits: the engine's greedy verification of 4 sequences' 31-node trees (the rows taken out
   of the logits, the argmax and the tree walk) over vocabularies of 1,024 and 8,192, the extra
   time per extra logit element -> `logit_ns`, which the cost model charges for every LM-head
   row a pass computes (verification, or a drafter's top-k or sampling). A 60-node EAGLE-2 tree
   over the family's 4,096 tokens at concurrency 4 reads 1M logits a step (about 2.5 ms here);
+- a drafter's selection: what EAGLE-2's drafter does with a pass's LM-head rows (softmax, top
+  candidates, back as lists) over 32 rows at vocabularies of 1,024 and 8,192, the extra time per
+  extra element -> `draft_logit_ns`, which the cost model charges for a drafter's LM-head rows
+  instead of `logit_ns` (a softmax and a top-k cost 1.7x verification's argmax per element here);
+- a dynamic tree's bookkeeping: EAGLE-2's tree growth as the engine runs it
+  (`engine.drafting.eagle.grow_dynamic`, the head's passes replaced by random logits) for 4
+  sequences at depth 6 and top-2 against top-8, the extra time per extra candidate ->
+  `draft_cand_us` (about 1.5 us here: a top-8 tree of depth 6 scores 328 candidates a
+  sequence, 0.5 ms);
+- verification host time: the runner's verification call at temperature 0 (the rows out of the
+  logits, the drafts as a tensor, engine.verify's routine, the results back as lists) for one
+  sequence's 1-node chain and its binary trees of 8 and 62 nodes, over a 64-token vocabulary;
+  and StepBatch.pack of 4 sequences decoding against each with a 62-node tree
+  (`validation.probes.verify_host_probe`, interleaved) -> `verify_call_us` (the chain call; the
+  engine-step probes' decode steps made one call each, which comes off `step_overhead_us`),
+  `tree_node_us` (the trees' difference per node), `tree_call_us` (the 8-node tree's call beyond
+  its nodes and a chain call's), `pack_node_us` (per drafted node). The engine verifies each
+  distinct draft shape in a step in one call: a static tree or chain is one call for the batch,
+  EAGLE-2's trees one call per sequence (measured here: 0.17-0.36 ms a call, so four sequences'
+  trees cost about 1 ms more than one shared shape);
 - speed over time: a 1-layer forward called back to back for 2 s (`validation.probes.speed_probe`),
   the rate of each 100 ms block; within the windows, 21 quantiles of the blocks' rates over their
   window's mean -> `speed_rates`, and the lag at which the log rates' autocorrelation falls to
@@ -94,18 +116,23 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from sim.cost import KERNELS_PER_LAYER, elementwise_elems  # noqa: E402
+from engine.host_memory import retain_freed_memory  # noqa: E402
+from sim.cost import KERNELS_PER_LAYER  # noqa: E402
 from sim.speed import drift_of, spread_of  # noqa: E402
-from validation.probes import (ATTN_FEW, ATTN_MANY, EW_SPEC, EW_TOKENS, KV_GATHER_BYTES, LOGIT_VOCABS,  # noqa: E402
-                               VERIFY_SEQS, allocator_op, attention_efficiency, attention_probe, elementwise_probe,
+from validation.probes import (ATTN_FEW, ATTN_MANY, EW_TOKENS, KV_GATHER_BYTES, LOGIT_VOCABS,  # noqa: E402
+                               DRAFT_TREE_TOPK, VERIFY_SEQS, allocator_op, attention_efficiency, attention_probe,
+                               draft_cand_time, draft_logit_probe, draft_logit_time, draft_tree_probe,
+                               elementwise_probe, elementwise_time,
                                engine_step, forward_probe, interleaved_times, kv_gather_probe, logit_probe,
                                logit_time, matmul_probes, mean_time, SPEED_BLOCK_S, SPEED_WINDOW_S,
-                               speed_probe)
+                               speed_probe, verify_host_figures, verify_host_probe)
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_SIZES = ((256, 768), (512, 2048), (1024, 4096), (2048, 8192))  # (k, n): 0.75, 4, 16, 64 MiB fp32
 DEEP = 6  # layers of the deeper host-time probe model (against 1: the difference over 5 layers)
-GEMM_ROWS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512)
+# every count up to 8, which a chain of up to 7 drafts verifies at batch 1: the step-time grid's
+# Llama-shaped 7-row chains read 20-23% above a curve interpolated between 6 and 8 rows
+GEMM_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512)
 
 
 class Calibration:
@@ -162,12 +189,15 @@ class Calibration:
         probes["kv_gather"] = timed(kv_gather_probe(device), 2)
         probes["speed"] = speed_probe(device, 0.3 if small else SPEED_WINDOW_S)  # (start, a window's block rates)
         probes["logits"] = paired({f"logits{v}": logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
+        probes["verify_host"] = paired(verify_host_probe(device), 20)
+        probes["draft_logits"] = paired({f"dlogits{v}": draft_logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
+        probes["draft_tree"] = paired({f"dtree{k}": draft_tree_probe(device, k) for k in DRAFT_TREE_TOPK}, 3)
         # the torch reference (CPU) gathers the keys, then computes; the GPU kernel's products at
         # this size take microseconds, so it keeps eta_attn 1 (the roofline) unmeasured
         self.serial = device == "cpu"
         if self.serial:
             probes["attn"] = paired({f"attn{n}": attention_probe(device, n) for n in (ATTN_FEW, ATTN_MANY)}, 2)
-            probes["elementwise"] = timed(elementwise_probe(device), 3)
+            probes["elementwise"] = paired({f"ew{n}": elementwise_probe(device, n) for n in EW_TOKENS}, 3)
         self.probes = probes
         for fn in probes.values():  # warm-up
             fn()
@@ -238,9 +268,14 @@ class Calibration:
         out["eta_attn"] = attention_efficiency(t[f"attn{ATTN_FEW}"], t[f"attn{ATTN_MANY}"], out["kv_gather_bw"],
                                                peak) if self.serial else 1.0
         out["attn_dense"] = self.serial
-        out["elementwise_s"] = t["elementwise"] / (EW_TOKENS * elementwise_elems(EW_SPEC)[0]) if self.serial else 0.0
+        out["elementwise_s"] = elementwise_time(*(t[f"ew{n}"] for n in EW_TOKENS)) if self.serial else 0.0
         # (the engine-step probes' own 256-entry logits, under a microsecond a sequence, stay in seq_s)
         out["logit_s"] = logit_time(*(t[f"logits{v}"] for v in LOGIT_VOCABS))
+        out["draft_logit_s"] = draft_logit_time(*(t[f"dlogits{v}"] for v in LOGIT_VOCABS))
+        out["draft_cand_s"] = draft_cand_time(*(t[f"dtree{k}"] for k in DRAFT_TREE_TOPK))
+        # one verification call: the engine-step probe's decode steps made one each (step_s has it)
+        out |= verify_host_figures(t, out["logit_s"])
+        out["step_s"] = max(0.0, out["step_s"] - out["verify_call_s"])
         # fast spells within the windows (each block over its window's mean), drift between them
         within = [np.asarray(r) / np.mean(r) for _, r in self.series if len(r)]
         out["speed_rates"], out["speed_spell_s"] = spread_of(within, SPEED_BLOCK_S)
@@ -272,7 +307,10 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
 # paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s; verify attention products at
 # {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}; elementwise passes
-# {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element;
+# {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element,
+# {m['verify_call_s'] * 1e6:.0f} us per call ({m['tree_call_s'] * 1e6:.0f} us more for a tree, {m['tree_node_s'] * 1e6:.2f} us per
+# tree node), {m['pack_node_s'] * 1e6:.2f} us per drafted node packed; a drafter's selection {m['draft_logit_s'] * 1e9:.2f} ns
+# per logit element, {m['draft_cand_s'] * 1e6:.2f} us per candidate of a dynamic tree;
 # speed over {SPEED_BLOCK_S * 1e3:.0f} ms blocks: quantiles of the rate over its window's mean below, spells of
 # {m['speed_spell_s'] * 1e3:.0f} ms; the windows' mean rates drift in spells of {m['speed_drift_s']:.1f} s.
 description: {name} (measured)
@@ -293,6 +331,12 @@ eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
 eta_attn: {m['eta_attn']:.4f}
 elementwise_ns: {m['elementwise_s'] * 1e9:.4f}
 logit_ns: {m['logit_s'] * 1e9:.4f}
+verify_call_us: {m['verify_call_s'] * 1e6:.1f}
+tree_call_us: {m['tree_call_s'] * 1e6:.1f}
+tree_node_us: {m['tree_node_s'] * 1e6:.3f}
+pack_node_us: {m['pack_node_s'] * 1e6:.3f}
+draft_logit_ns: {m['draft_logit_s'] * 1e9:.4f}
+draft_cand_us: {m['draft_cand_s'] * 1e6:.3f}
 speed_spell_ms: {m['speed_spell_s'] * 1e3:.1f}
 {('speed_rates: ' + str(list(m['speed_rates']))) if m['speed_rates'] else '# speed_rates: none measured (a constant speed)'}
 speed_drift_ms: {m['speed_drift_s'] * 1e3:.1f}
@@ -335,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    retain_freed_memory()  # as `python -m engine` runs (engine/host_memory.py)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     m = measure(args.size_mb, args.gemm, args.repeats, device)
     out = args.out or ROOT / "traces" / "hardware" / f"{'gpu' if device == 'cuda' else 'cpu'}-measured.yaml"

@@ -142,19 +142,25 @@ def attention_efficiency(t_few: float, t_many: float, gather_bw: float, peak: fl
     return 1.0 if compute <= 0 else min(1.0, max(0.01, flops / compute / peak))
 
 
-EW_TOKENS = 256  # tokens of the elementwise probe
+# tokens of the elementwise probe's two sizes (their difference per element -> elementwise_ns): where
+# the passes matter (prefill chunks, batched trees), beyond the layer's L2-resident sizes; the
+# per-element time grows with the size (64 -> 256 tokens: 0.8-1.4 ns, 512 -> 2048: 1.5-3 ns here)
+EW_TOKENS = (256, 1024)
 EW_SPEC = ModelSpec(name="elementwise-probe", layers=1, hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=768,
                     vocab=256, bytes_per_weight=4, bytes_per_kv=4)  # the trained family's layer
 
 
-def elementwise_probe(device: str):
-    """One layer's elementwise passes as the engine's forward runs them, over EW_TOKENS tokens
-    of EW_SPEC's shape (fp32): the two norms, rotary embedding of q and k and their layout
-    copies, the gate's SiLU and product, the two residual adds; matmuls and attention left out.
-    Its time per sim.cost.elementwise_elems element -> `elementwise_ns`."""
+def elementwise_probe(device: str, n: int):
+    """One layer's elementwise passes as the engine's forward runs them, over n tokens of
+    EW_SPEC's shape (fp32): the two norms, rotary embedding of q and k and their layout copies,
+    the gate's SiLU and product, the two residual adds; matmuls and attention left out. The extra
+    time of EW_TOKENS' larger size per extra sim.cost.elementwise_elems element ->
+    `elementwise_ns` (`elementwise_time`): each operation's fixed host time cancels, which the
+    cost model already charges per layer (`launch_us`; it was about 0.22 ms of the 256-token
+    call's 0.9 ms here, charged twice while the figure was that call's time per element)."""
     from engine.model import NORM_EPS, ROPE_THETA, Rope
     from kernels import get_ops
-    s, n = EW_SPEC, EW_TOKENS
+    s = EW_SPEC
     ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
     rope = Rope(s.head_dim, ROPE_THETA, device)
     x = torch.randn(n, s.hidden, device=device)                                       # (n, H)
@@ -175,6 +181,13 @@ def elementwise_probe(device: str):
     return run
 
 
+def elementwise_time(t_small: float, t_large: float) -> float:
+    """Seconds per activation element from elementwise_probe at EW_TOKENS' two sizes (0 if not slower)."""
+    from sim.cost import elementwise_elems
+    small, large = EW_TOKENS
+    return max(0.0, (t_large - t_small) / ((large - small) * elementwise_elems(EW_SPEC)[0]))
+
+
 LOGIT_SEQS, LOGIT_NODES, LOGIT_VOCABS = 4, 31, (1024, 8192)
 
 
@@ -184,14 +197,17 @@ def logit_probe(device: str, vocab: int):
     out of the forward's logits, then engine.verify.verify_tree_greedy, as the runner does. The
     difference between LOGIT_VOCABS' two vocabularies over the extra logit elements ->
     `logit_ns` (the tree walk's fixed cost cancels)."""
+    from engine.runner import group_rows
     from engine.verify import verify_tree_greedy
     rows = LOGIT_NODES + 1
     logits = torch.randn(LOGIT_SEQS * rows, vocab, device=device)                     # (B (T+1), V)
     drafts = torch.randint(0, vocab, (LOGIT_SEQS, LOGIT_NODES), device=device)         # (B, T)
     parents = [(i - 1) // 2 for i in range(LOGIT_NODES)]
 
+    starts = [b * rows for b in range(LOGIT_SEQS)]
+
     def run():
-        group = torch.stack([logits[b * rows:(b + 1) * rows] for b in range(LOGIT_SEQS)])  # (B, T+1, V)
+        group = group_rows(logits, starts, rows)  # (B, T+1, V)
         return verify_tree_greedy(group, drafts, parents)
     return run
 
@@ -202,7 +218,129 @@ def logit_time(t_small: float, t_large: float) -> float:
     return max(0.0, (t_large - t_small) / (LOGIT_SEQS * (LOGIT_NODES + 1) * (large - small)))
 
 
+DRAFT_LOGIT_ROWS = 32  # LM-head rows of the drafter-selection probe (EAGLE-2 at top-8, 4 sequences: one pass)
+
+
+def draft_logit_probe(device: str, vocab: int):
+    """What the engine's drafters do with their LM-head rows, as EAGLE-2's (engine/drafting/eagle.py
+    `children`) does over one pass of DRAFT_LOGIT_ROWS rows of `vocab` fp32 logits: the softmax, the
+    top candidates (drafting.base.RANKS), their ids and probabilities back as lists. At
+    LOGIT_VOCABS' two sizes the extra time per extra element -> `draft_logit_ns` (a softmax and a
+    top-k read each element more slowly than verification's argmax: 4.5-5.2 against 2.5-2.9 ns
+    here)."""
+    from engine.drafting.base import RANKS
+    logits = torch.randn(DRAFT_LOGIT_ROWS, vocab, device=device)  # (P, V)
+
+    def run():
+        top = torch.softmax(logits, -1).topk(RANKS)
+        return top.indices.tolist(), top.values.tolist()
+    return run
+
+
+def draft_logit_time(t_small: float, t_large: float) -> float:
+    """Seconds per logit element from draft_logit_probe at LOGIT_VOCABS' two sizes (0 if not slower)."""
+    small, large = LOGIT_VOCABS
+    return max(0.0, (t_large - t_small) / (DRAFT_LOGIT_ROWS * (large - small)))
+
+
+DRAFT_TREE_SEQS, DRAFT_TREE_DEPTH, DRAFT_TREE_TOPK = 4, 6, (2, 8)  # the tree-bookkeeping probe's shape
+
+
+def draft_tree_candidates(k: int, depth: int) -> int:
+    """Candidates an EAGLE-2 drafter scores for one sequence: the root's top-k, then k x k at each
+    further depth (the k most confident frontier nodes' top-k children)."""
+    return k + (depth - 1) * k * k
+
+
+def draft_tree_probe(device: str, k: int):
+    """EAGLE-2's tree bookkeeping as the engine runs it (engine.drafting.eagle.grow_dynamic: the
+    children's softmax and top-k, each candidate recorded, the frontier and the kept tree chosen by
+    confidence) for DRAFT_TREE_SEQS sequences at depth DRAFT_TREE_DEPTH and top-`k`, over a
+    64-token vocabulary, its `expand` storing random logits for the expanded nodes instead of
+    running the head. At DRAFT_TREE_TOPK's two k the extra time per extra candidate ->
+    `draft_cand_us` (`draft_cand_time`)."""
+    from engine.drafting.eagle import Grow, grow_dynamic
+    rows = torch.randn(1 + k, VERIFY_VOCAB, device=device)  # (1 + k, V) the root's, then the expanded nodes'
+    feat = torch.zeros(8, device=device)
+    keep = draft_tree_candidates(k, DRAFT_TREE_DEPTH) // 2
+
+    def run():
+        grows = [Grow(feat, rows[0]) for _ in range(DRAFT_TREE_SEQS)]
+
+        def expand(todo: dict) -> None:
+            for b, nodes in todo.items():
+                for i, nid in enumerate(nodes):
+                    grows[b].feat[nid], grows[b].logits[nid] = feat, rows[1 + i]
+        return grow_dynamic(grows, [DRAFT_TREE_DEPTH] * DRAFT_TREE_SEQS, k, keep, expand)
+    return run
+
+
+def draft_cand_time(t_small: float, t_large: float) -> float:
+    """Seconds per candidate from draft_tree_probe at DRAFT_TREE_TOPK's two k (0 if not slower)."""
+    small, large = (draft_tree_candidates(k, DRAFT_TREE_DEPTH) for k in DRAFT_TREE_TOPK)
+    return max(0.0, (t_large - t_small) / (DRAFT_TREE_SEQS * (large - small)))
+
+
 VERIFY_SEQS = 4  # sequences of the verify host-time probe
+VERIFY_VOCAB = 64  # the verification host probe's vocabulary: its logits cost next to nothing
+VERIFY_TREES = (8, 62)  # nodes of its two trees (the extra nodes' time -> tree_node_us)
+
+
+def _binary_tree(n: int) -> tuple[int, ...]:
+    return tuple((i - 1) // 2 for i in range(n))
+
+
+def verify_host_probe(device: str) -> dict:
+    """Callables that time the engine's host work around a pass beyond the logits, as the
+    runner (engine/runner.py `_forward_verify`) does it at temperature 0:
+    - `vchain`: one verification call, one sequence's 1-node chain (its rows out of the logits,
+      the drafts as a tensor, engine.verify's chain routine, the results back as lists);
+    - `vtree8`, `vtree62` (VERIFY_TREES): the same call for one sequence's binary tree of 8 and
+      62 nodes (the tree routine, which walks the tree's ancestor table);
+    - `pack0`, `pack62`: engine.model.StepBatch.pack of VERIFY_SEQS sequences decoding, and each
+      with a 62-node tree (query, slot and tree-mask rows).
+    Their differences -> verify_call_us, tree_call_us, tree_node_us, pack_node_us (calibrate)."""
+    from engine.model import SeqQuery, StepBatch
+    from engine.runner import group_rows
+    from engine.verify import verify_chain_greedy, verify_tree_greedy
+
+    def call(parents: tuple):
+        t = len(parents)
+        logits = torch.randn(t + 1, VERIFY_VOCAB, device=device)  # (T+1, V)
+        drafts = [list(range(t))]
+
+        def run():
+            rows = group_rows(logits, [0], t + 1)  # (1, T+1, V)
+            d = torch.tensor(drafts, dtype=torch.int64, device=device).view(1, t)
+            if parents == tuple(range(-1, t - 1)):
+                toks, num = verify_chain_greedy(rows, d)
+                path = None
+            else:
+                toks, num, path = verify_tree_greedy(rows, d, list(parents))
+            toks.tolist(), num.tolist(), path.tolist() if path is not None else None
+        return run
+
+    def pack(nodes: int):
+        ctx, tree = 160, _binary_tree(nodes)
+        seqs = [SeqQuery(tokens=[1], ctx=ctx, index=torch.arange(b * 400, b * 400 + ctx + 1), nodes=[2] * nodes,
+                         parents=tree, spec_slots=list(range(b * 400 + ctx + 1, b * 400 + ctx + 1 + nodes)))
+                for b in range(VERIFY_SEQS)]
+        return lambda: StepBatch.pack(seqs, device)
+    small, large = VERIFY_TREES
+    return {"vchain": call((-1,)), f"vtree{small}": call(_binary_tree(small)), f"vtree{large}": call(_binary_tree(large)),
+            "pack0": pack(0), f"pack{large}": pack(large)}
+
+
+def verify_host_figures(t: dict, logit_s: float) -> dict:
+    """verify_call_s, tree_call_s, tree_node_s, pack_node_s from verify_host_probe's mean times
+    (its calls' few logits, at `logit_s` per element, taken off)."""
+    small, large = VERIFY_TREES
+    call = {k: t[k] - logit_s * n * VERIFY_VOCAB for k, n in (("vchain", 2), (f"vtree{small}", small + 1),
+                                                               (f"vtree{large}", large + 1))}
+    node = max(0.0, (call[f"vtree{large}"] - call[f"vtree{small}"]) / (large - small))
+    return {"verify_call_s": max(0.0, call["vchain"]), "tree_node_s": node,
+            "tree_call_s": max(0.0, call[f"vtree{small}"] - small * node - call["vchain"]),
+            "pack_node_s": max(0.0, (t[f"pack{large}"] - t["pack0"]) / (VERIFY_SEQS * large))}
 
 
 def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1, check: bool = True, plain: int = 0):

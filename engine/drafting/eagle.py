@@ -149,40 +149,50 @@ class EagleDrafter(ModelDrafter):
                 for g, tree, gid, c in zip(grows, trees, gids, cands)]
 
     def _dynamic(self, idx, grows: list[Grow], ks) -> list[DraftPlan]:
-        k = self.scheme.topk
-        cands: list[dict[int, list[int]]] = [{} for _ in grows]
+        return grow_dynamic(grows, ks, self.scheme.topk, self.scheme.tree_tokens,
+                            lambda todo: self._expand(idx, grows, todo))
 
-        def children(pairs: list[tuple[int, int]]) -> None:
-            """Top-k children (by the head's probability) of each (sequence, node), in one call."""
-            lg = torch.stack([grows[b].logits[nid] for b, nid in pairs]).float()  # (P, V)
-            top = torch.softmax(lg, -1).topk(max(k, RANKS))
-            ids, vals = top.indices.tolist(), top.values.tolist()
-            for (b, nid), ii, vv in zip(pairs, ids, vals):
-                g = grows[b]
-                cands[b][nid] = ii[:RANKS]
-                base = 1.0 if nid < 0 else g.value[nid]
-                for t, p in zip(ii[:k], vv[:k]):
-                    g.add(t, nid, base * p)
 
-        children([(b, -1) for b in range(len(grows))])
-        frontier = [list(range(k)) for _ in grows]
-        for d in range(1, max(ks)):
-            todo = {}
-            for b, g in enumerate(grows):
-                if ks[b] > d:
-                    todo[b] = sorted(frontier[b], key=lambda j: (-g.value[j], j))[:k]
-            if not todo:
-                break
-            self._expand(idx, grows, todo)
-            starts = {b: len(grows[b].token) for b in todo}
-            children([(b, nid) for b, nodes in todo.items() for nid in nodes])
-            for b in todo:
-                frontier[b] = list(range(starts[b], len(grows[b].token)))
-        out = []
+def grow_dynamic(grows: list[Grow], ks: list[int], k: int, tree_tokens: int, expand) -> list[DraftPlan]:
+    """EAGLE-2's dynamic tree (Li et al. 2024b) over each sequence's Grow, its root's logits in
+    place: the top-k children of the root, then up to ks[b] - 1 times the k most confident
+    frontier nodes expanded by their top-k children, and the tree_tokens most confident nodes
+    kept. `expand(todo)` runs the head over the nodes todo[b] of each sequence b and stores their
+    features and logits in the Grows (EagleDrafter._expand; the calibration's probe fills random
+    logits, to time this bookkeeping alone)."""
+    cands: list[dict[int, list[int]]] = [{} for _ in grows]
+
+    def children(pairs: list[tuple[int, int]]) -> None:
+        """Top-k children (by the head's probability) of each (sequence, node), in one call."""
+        lg = torch.stack([grows[b].logits[nid] for b, nid in pairs]).float()  # (P, V)
+        top = torch.softmax(lg, -1).topk(max(k, RANKS))
+        ids, vals = top.indices.tolist(), top.values.tolist()
+        for (b, nid), ii, vv in zip(pairs, ids, vals):
+            g = grows[b]
+            cands[b][nid] = ii[:RANKS]
+            base = 1.0 if nid < 0 else g.value[nid]
+            for t, p in zip(ii[:k], vv[:k]):
+                g.add(t, nid, base * p)
+
+    children([(b, -1) for b in range(len(grows))])
+    frontier = [list(range(k)) for _ in grows]
+    for d in range(1, max(ks)):
+        todo = {}
         for b, g in enumerate(grows):
-            keep = sorted(sorted(range(len(g.token)), key=lambda j: (-g.value[j], j))[:self.scheme.tree_tokens])
-            new = {old: i for i, old in enumerate(keep)}
-            parents = tuple(-1 if g.parent[j] < 0 else new[g.parent[j]] for j in keep)
-            c = {(-1 if nid < 0 else new[nid]): v for nid, v in cands[b].items() if nid < 0 or nid in new}
-            out.append(DraftPlan(parents=parents, tokens=tuple(g.token[j] for j in keep), cands=c))
-        return out
+            if ks[b] > d:
+                todo[b] = sorted(frontier[b], key=lambda j: (-g.value[j], j))[:k]
+        if not todo:
+            break
+        expand(todo)
+        starts = {b: len(grows[b].token) for b in todo}
+        children([(b, nid) for b, nodes in todo.items() for nid in nodes])
+        for b in todo:
+            frontier[b] = list(range(starts[b], len(grows[b].token)))
+    out = []
+    for b, g in enumerate(grows):
+        keep = sorted(sorted(range(len(g.token)), key=lambda j: (-g.value[j], j))[:tree_tokens])
+        new = {old: i for i, old in enumerate(keep)}
+        parents = tuple(-1 if g.parent[j] < 0 else new[g.parent[j]] for j in keep)
+        c = {(-1 if nid < 0 else new[nid]): v for nid, v in cands[b].items() if nid < 0 or nid in new}
+        out.append(DraftPlan(parents=parents, tokens=tuple(g.token[j] for j in keep), cands=c))
+    return out

@@ -104,7 +104,7 @@ class ModelDraftScheme(SpecScheme):
 
     def drafter(self, trace):
         spec, fuse = self.drafter_spec()
-        price = PassPricer(spec, trace.hardware, trace.tp, fuse_input=fuse)
+        price = PassPricer(spec, trace.hardware.drafter(), trace.tp, fuse_input=fuse)
         passes = self.passes
         return lambda n, ctx, depth, tree, fresh, first: price(n, ctx, passes(n, depth, tree, fresh, first))
 

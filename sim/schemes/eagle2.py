@@ -28,7 +28,7 @@ class Eagle2(ModelDraftScheme):
         topk = f["topk"].integer(lo=1, hi=64) if "topk" in f else 8
         tokens = f["tree_tokens"].integer(lo=1, hi=MAX_TREE) if "tree_tokens" in f else 60
         depth = common["max_depth"]
-        budget = topk + (depth - 1) * topk * topk
+        budget = topk + (depth - 1) * topk * topk  # Eagle2.candidates
         if tokens > budget:
             raise (f.get("tree_tokens") or node).error(
                 f"a tree of {tokens} tokens is larger than its budget: depth {depth} with top-{topk} "
@@ -49,6 +49,23 @@ class Eagle2(ModelDraftScheme):
 
     def drafter_spec(self):
         return self.head, True
+
+    def candidates(self, depth: int) -> int:
+        """Candidates the drafter scores per sequence: the root's top-k, then k x k at each further depth."""
+        return self.topk + (depth - 1) * self.topk * self.topk
+
+    def drafter(self, trace):
+        """The head's passes, and the host's bookkeeping of every candidate they score
+        (hardware.draft_cand_s: recording it, choosing the frontier and the kept tree)."""
+        passes = super().drafter(trace)
+        per = trace.hardware.draft_cand_s
+        if not per:
+            return passes
+
+        def price(n, ctx, depth, tree, fresh, first):
+            c = passes(n, ctx, depth, tree, fresh, first)
+            return c._replace(time=c.time + per * n * self.candidates(depth))
+        return price
 
     def passes(self, n, depth, tree, fresh, first):
         """The root pass catches up on the fresh committed entries (as `eagle`), then depth - 1

@@ -65,7 +65,7 @@ class Medusa(SpecScheme):
                 "typical_acceptance_lossy": self.typical, "lm_head": "shared" if self.shared_lm_head else "own"}
 
     def drafter(self, trace):
-        model, hw, tp, heads, shared = trace.model, trace.hardware, trace.tp, self.max_depth, self.shared_lm_head
+        model, hw, tp, heads, shared = trace.model, trace.hardware.drafter(), trace.tp, self.max_depth, self.shared_lm_head
         # the heads read the last hidden state only: no catch-up
         return lambda n, ctx, depth, tree, fresh, first: medusa_cost(model, hw, tp, heads, n, shared)
 
