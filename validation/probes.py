@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from sim import trees as T
 from sim.models import ModelSpec
 
 
@@ -181,11 +182,17 @@ def elementwise_probe(device: str, n: int):
     return run
 
 
+def extra_per_unit(t_small: float, t_large: float, units: float) -> float:
+    """A probe's extra time at its larger size per extra unit (element, node, candidate): the
+    fixed cost both sizes share cancels; 0 if the larger was not slower."""
+    return max(0.0, (t_large - t_small) / units)
+
+
 def elementwise_time(t_small: float, t_large: float) -> float:
     """Seconds per activation element from elementwise_probe at EW_TOKENS' two sizes (0 if not slower)."""
     from sim.cost import elementwise_elems
     small, large = EW_TOKENS
-    return max(0.0, (t_large - t_small) / ((large - small) * elementwise_elems(EW_SPEC)[0]))
+    return extra_per_unit(t_small, t_large, (large - small) * elementwise_elems(EW_SPEC)[0])
 
 
 LOGIT_SEQS, LOGIT_NODES, LOGIT_VOCABS = 4, 31, (1024, 8192)
@@ -215,7 +222,7 @@ def logit_probe(device: str, vocab: int):
 def logit_time(t_small: float, t_large: float) -> float:
     """Seconds per logit element from logit_probe at LOGIT_VOCABS' two sizes (0 if not slower)."""
     small, large = LOGIT_VOCABS
-    return max(0.0, (t_large - t_small) / (LOGIT_SEQS * (LOGIT_NODES + 1) * (large - small)))
+    return extra_per_unit(t_small, t_large, LOGIT_SEQS * (LOGIT_NODES + 1) * (large - small))
 
 
 DRAFT_LOGIT_ROWS = 32  # LM-head rows of the drafter-selection probe (EAGLE-2 at top-8, 4 sequences: one pass)
@@ -240,7 +247,7 @@ def draft_logit_probe(device: str, vocab: int):
 def draft_logit_time(t_small: float, t_large: float) -> float:
     """Seconds per logit element from draft_logit_probe at LOGIT_VOCABS' two sizes (0 if not slower)."""
     small, large = LOGIT_VOCABS
-    return max(0.0, (t_large - t_small) / (DRAFT_LOGIT_ROWS * (large - small)))
+    return extra_per_unit(t_small, t_large, DRAFT_LOGIT_ROWS * (large - small))
 
 
 DRAFT_TREE_SEQS, DRAFT_TREE_DEPTH, DRAFT_TREE_TOPK = 4, 6, (2, 8)  # the tree-bookkeeping probe's shape
@@ -278,7 +285,7 @@ def draft_tree_probe(device: str, k: int):
 def draft_cand_time(t_small: float, t_large: float) -> float:
     """Seconds per candidate from draft_tree_probe at DRAFT_TREE_TOPK's two k (0 if not slower)."""
     small, large = (draft_tree_candidates(k, DRAFT_TREE_DEPTH) for k in DRAFT_TREE_TOPK)
-    return max(0.0, (t_large - t_small) / (DRAFT_TREE_SEQS * (large - small)))
+    return extra_per_unit(t_small, t_large, DRAFT_TREE_SEQS * (large - small))
 
 
 VERIFY_SEQS = 4  # sequences of the verify host-time probe
@@ -312,7 +319,7 @@ def verify_host_probe(device: str) -> dict:
         def run():
             rows = group_rows(logits, [0], t + 1)  # (1, T+1, V)
             d = torch.tensor(drafts, dtype=torch.int64, device=device).view(1, t)
-            if parents == tuple(range(-1, t - 1)):
+            if T.is_chain(parents):
                 toks, num = verify_chain_greedy(rows, d)
                 path = None
             else:
@@ -337,10 +344,10 @@ def verify_host_figures(t: dict, logit_s: float) -> dict:
     small, large = VERIFY_TREES
     call = {k: t[k] - logit_s * n * VERIFY_VOCAB for k, n in (("vchain", 2), (f"vtree{small}", small + 1),
                                                                (f"vtree{large}", large + 1))}
-    node = max(0.0, (call[f"vtree{large}"] - call[f"vtree{small}"]) / (large - small))
+    node = extra_per_unit(call[f"vtree{small}"], call[f"vtree{large}"], large - small)
     return {"verify_call_s": max(0.0, call["vchain"]), "tree_node_s": node,
             "tree_call_s": max(0.0, call[f"vtree{small}"] - small * node - call["vchain"]),
-            "pack_node_s": max(0.0, (t[f"pack{large}"] - t["pack0"]) / (VERIFY_SEQS * large))}
+            "pack_node_s": extra_per_unit(t["pack0"], t[f"pack{large}"], VERIFY_SEQS * large)}
 
 
 def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1, check: bool = True, plain: int = 0):

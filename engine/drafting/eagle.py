@@ -114,7 +114,7 @@ class EagleDrafter(ModelDrafter):
             return self._dynamic(idx, grows, ks)
         trees = [self.scheme.tree(k) for k in ks]
         # per tree, once: node depths, sibling ranks, whether it is a chain, which nodes have children
-        shapes = [(T.depths(t), T.ranks(t), t == T.chain(len(t)), set(t)) for t in trees]
+        shapes = [(T.depths(t), T.ranks(t), T.is_chain(t), set(t)) for t in trees]
         sampled = self.ctx.temperature > 0
         cands: list[dict[int, list[int]]] = [{} for _ in seqs]  # keyed by tree node
         gids: list[dict[int, int]] = [{-1: -1} for _ in seqs]  # tree node -> node id in its Grow
