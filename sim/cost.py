@@ -2,10 +2,12 @@
 plus its launches (attention computes at η_attn of the compute rate; on a profile with
 `attn_dense`, the CPU reference, it costs the sum of the two roofs, since it gathers the paged
 keys first and then computes, and its products cover each sequence's queries x gathered keys;
-where a profile measured `elementwise_ns`, a layer's unfused elementwise passes add their time
-per activation element, and where it measured `logit_ns`, the sampling or verification after
-a pass its time per logit element, LM-head rows x vocab); a step sums its layers, the LM head,
-tensor-parallel all-reduces, host overhead, allocator operations and KV copies.
+where it measured `fused_query_us` and `fused_key_ns`, each query token of a sequence verifying
+drafts, and each key such a sequence attends to, add theirs per query head; where a profile measured `elementwise_ns`, a layer's unfused
+elementwise passes add their time per activation element, and where it measured `logit_ns`,
+the sampling or verification after a pass its time per logit element, LM-head rows x vocab); a
+step sums its layers, the LM head, tensor-parallel all-reduces, host overhead, allocator
+operations and KV copies.
 
 Every function takes per-step aggregates that may be Python numbers or numpy arrays of shape
 (steps,), so one call prices a single step or a run of k steps with the same arithmetic.
@@ -35,6 +37,11 @@ class Work(NamedTuple):
     kv_read: object  # KV tokens read: Σ over sequences of prior context + new tokens
     lm_tokens: object  # positions whose logits are computed
     mixed: object = 0  # 1 where some sequences have one query token and others several (else 0)
+    # query tokens of the sequences that verify drafts: Σ over them of query tokens + drafted
+    # nodes (hardware.fused_query_s); and the keys they attend to: Σ of context + query tokens +
+    # drafted nodes (hardware.fused_key_s)
+    verify_tokens: object = 0
+    verify_kv: object = 0
 
 
 class Cost(NamedTuple):
@@ -98,6 +105,8 @@ class ForwardCost:
         self.kv_tok = m.kv_elems_per_token_layer * m.bytes_per_kv / tp
         self.attn_flops_per_pair = m.attn_flops_per_pair / tp
         self.attn_act_per_tok = 2 * m.heads * m.head_dim * ACT_BYTES / tp
+        self.fused_query = hw.fused_query_s * m.heads / tp  # per verifying query token, all its heads
+        self.fused_key = hw.fused_key_s * m.heads / tp  # per key a verifying sequence attends to
         self.launch = n * KERNELS_PER_LAYER * hw.launch_s
         dense_el, moe_el = elementwise_elems(m)
         self.elementwise = (self.dense * dense_el + self.moe * moe_el) / tp * hw.elementwise_s  # per token
@@ -142,6 +151,8 @@ class ForwardCost:
         c_attn, m_attn = run / self.attn_fc, b_kv / self.kv_bw + self.attn_act_per_tok * tokens / self.bw
         if self.multi_query or self.batch_query or self.mixed_query:
             t = t + self.query_host(w.tokens, w.seqs, w.mixed)
+        if self.fused_query or self.fused_key:  # per verifying query token and key, beside the roofs
+            t = t + n * (self.fused_query * w.verify_tokens + self.fused_key * w.verify_kv)
         return Cost(time=t + n * self.attention(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
 

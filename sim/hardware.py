@@ -65,6 +65,15 @@ class HardwareSpec:
     # included): its time is the sum of the two roofs, not their max, and its products cover
     # queries x gathered keys (a prefill chunk's causal half too), not only the visible pairs
     attn_dense: bool = False
+    # time per query token per query head that attention spends on a sequence verifying drafts
+    # beyond its products and gather: the CPU reference scatters each such query's rows, mask row
+    # and output in its padded fused call and walks its ancestor bits (validation/probes.py
+    # `attention_figures`); added beside the roofs; 0 where it hides under them (the GPU presets)
+    fused_query_s: float = 0.0
+    # and per key such a sequence attends to, per query head, beyond what the KV gather rate
+    # (eta_kv, measured on decoding sequences) charges for it: the padded call's transposed copies
+    # and its masked per-key work (the same probes); 0: none (the GPU presets)
+    fused_key_s: float = 0.0
     # time per activation element of a layer's unfused elementwise passes (norms, rotary
     # embedding, gating, residual adds: sim.cost.elementwise_elems per token), added to the
     # layer's matmuls; 0 where those passes are fused or hide under the roofline (the GPU presets)
@@ -133,7 +142,9 @@ class HardwareSpec:
                 "multi_query_us": self.multi_query_s * us,
                 "batch_query_us": self.batch_query_s * us, "mixed_query_us": self.mixed_query_s * us,
                 "draft_seq_us": self.draft_seq_s * us, "eta_attn": self.eta_attn,
-                "attn_dense": self.attn_dense, "elementwise_ns": self.elementwise_s * 1e9,
+                "attn_dense": self.attn_dense, "fused_query_us": self.fused_query_s * 1e6,
+                "fused_key_ns": self.fused_key_s * 1e9,
+                "elementwise_ns": self.elementwise_s * 1e9,
                 "logit_ns": self.logit_s * 1e9, "draft_logit_ns": self.draft_logit_s * 1e9,
                 "draft_cand_us": self.draft_cand_s * us, "verify_call_us": self.verify_call_s * us,
                 "tree_call_us": self.tree_call_s * us, "tree_node_us": self.tree_node_s * us,
@@ -147,7 +158,7 @@ _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interco
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "index_check_us", "gemm_rows", "multi_query_us", "batch_query_us",
-         "mixed_query_us", "draft_seq_us", "eta_attn", "attn_dense",
+         "mixed_query_us", "draft_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
          "elementwise_ns", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
@@ -221,6 +232,8 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         draft_seq_s=num("draft_seq_us", 1e-6, hi=1e9),
         eta_attn=num("eta_attn", 1.0, hi=1.0, lo_open=True),
         attn_dense=f["attn_dense"].boolean() if "attn_dense" in f else None,
+        fused_query_s=num("fused_query_us", 1e-6, hi=1e6),
+        fused_key_s=num("fused_key_ns", 1e-9, hi=1e6),
         elementwise_s=num("elementwise_ns", 1e-9, hi=1e6),
         logit_s=num("logit_ns", 1e-9, hi=1e6),
         draft_logit_s=num("draft_logit_ns", 1e-9, hi=1e6),

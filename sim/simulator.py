@@ -142,7 +142,7 @@ class Replica:
             seqs = sched.running
             B = len(seqs)
             plans = spec.plan_full(seqs, steady) if least > steady else spec.plan(seqs)
-            tokens = pairs = kv_read = ctx_sum = n_draft = ctx_draft = 0
+            tokens = pairs = kv_read = ctx_sum = n_draft = ctx_draft = verifying = 0
             for seq, plan in zip(seqs, plans):
                 ctx = seq.computed
                 t = len(plan.parents) if plan is not None else 0
@@ -154,10 +154,12 @@ class Replica:
                 if t:
                     n_draft += 1
                     ctx_draft += ctx
+                    verifying += 1 + t
             allocs, frees = st.page_allocs - self._charged[0], st.page_frees - self._charged[1]
             copy = st.kv_copy_bytes - self._charged[2]
             self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
-            main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens, int(0 < n_draft < B)))
+            main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens, int(0 < n_draft < B), verifying,
+                                         verifying + ctx_draft))
             draft = spec.step_draft(n_draft, ctx_draft) if n_draft else ZERO_COST
             host = host_time(hw, B, allocs + frees, copy)
             if self.verify_priced:
@@ -237,7 +239,8 @@ class Replica:
             frees = np.zeros(k, dtype=np.int64)
             frees[0] = frees0
         else:
-            work = Work(tokens=tokens, seqs=B, pairs=pairs, kv_read=kv_read, lm_tokens=lm, mixed=batch.mixed())
+            work = Work(tokens=tokens, seqs=B, pairs=pairs, kv_read=kv_read, lm_tokens=lm, mixed=batch.mixed(),
+                        **batch.verify_work())
             allocs, frees = allocs0, frees0
         main = self.target_cost(work)
         draft = self.spec.draft_cost(batch) if self.spec is not None else ZERO_COST

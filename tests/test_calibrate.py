@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from sim.cost import KERNELS_PER_LAYER
 from sim.hardware import hardware_from_node
 from sim.specio import Node
 from validation.calibrate import main, measure, profile_yaml
@@ -13,8 +14,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def test_small_calibration_writes_a_loadable_profile(tmp_path):
     m = measure(size_mb=16, gemm_n=128, repeats=2)
-    for key in ("copy_bw", "stream_bw", "flops_fp32", "launch_s", "layer_s", "step_s", "seq_s", "alloc_op_s",
-                "multi_query_s", "draft_seq_s", "pass_s", "index_check_s", "mixed_query_s", "batch_query_s"):
+    for key in ("copy_bw", "stream_bw", "flops_fp32", "launch_s", "layer_s", "probe_layer_s", "step_s", "seq_s",
+                "alloc_op_s", "multi_query_s", "draft_seq_s", "pass_s", "index_check_s", "mixed_query_s",
+                "batch_query_s", "fused_query_s", "fused_key_s"):
         assert m[key] >= 0, key
     assert m["rounds"] == 2
     assert 0 < m["eta_attn"] <= 1 and m["attn_dense"] is True and 1e-11 < m["elementwise_s"] < 1e-7
@@ -33,6 +35,9 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     assert hw.index_check_s == pytest.approx(m["index_check_s"], rel=1e-2, abs=1e-7)
     assert hw.mixed_query_s == pytest.approx(m["mixed_query_s"], rel=1e-2, abs=1e-7)
     assert hw.eta_attn == pytest.approx(m["eta_attn"], abs=1e-4) and hw.attn_dense
+    assert hw.fused_query_s == pytest.approx(m["fused_query_s"], rel=1e-2, abs=1e-9)
+    assert hw.fused_key_s == pytest.approx(m["fused_key_s"], rel=1e-2, abs=1e-12)
+    assert hw.launch_s == pytest.approx(m["layer_s"] / KERNELS_PER_LAYER, rel=1e-2)
     assert hw.elementwise_s == pytest.approx(m["elementwise_s"], rel=1e-3)
     assert 1e-12 < m["logit_s"] < 1e-7 and hw.logit_s == pytest.approx(m["logit_s"], rel=1e-3)
     assert 1e-12 < m["draft_logit_s"] < 1e-7 and hw.draft_logit_s == pytest.approx(m["draft_logit_s"], rel=1e-3)
@@ -71,7 +76,7 @@ def test_ticks_run_the_cycle_a_few_probes_at_a_time():
     assert {len(v) for v in cal.samples.values()} == {3}
     assert cal.figures()["rounds"] == 3
     # paired probes give every figure of the pair from one call
-    assert {"forward1", "forward6", "verifies6", "engine16", "mtp1", "logits1024", "attn64"} <= set(cal.samples)
+    assert {"forward1", "forward6", "verifies6", "engine16", "mtp1", "logits1024", "attn64c1024", "layer6", "layermm1"} <= set(cal.samples)
 
 
 def test_interleaved_times_alternate_the_calls():
@@ -81,20 +86,28 @@ def test_interleaved_times_alternate_the_calls():
     assert log == ["a", "b"] * 3 and set(got) == {"a", "b"} and all(t >= 0 for t in got.values())
 
 
-def test_attention_efficiency_recovers_the_rate_it_was_built_from():
+def test_attention_figures_recover_the_rate_and_costs_they_were_built_from():
     """Probe times built from a known products rate over each sequence's queries x gathered keys,
-    a gather rate and a fixed cost (which the difference cancels) give that rate back."""
-    from validation.probes import (ATTN_CONTEXT, ATTN_FEW, ATTN_HEADS, ATTN_MANY, ATTN_SEQS, KV_DIM, KV_HEADS,
-                                   attention_efficiency)
-    peak, gather, eta, fixed = 100e9, 2e9, 0.3, 1e-3
+    a cost per query head, a cost per key (its reading at the gather rate and more per query
+    head) and a fixed cost per call give the rate and the two costs back."""
+    from validation.probes import (ATTN_CONTEXTS, ATTN_FEW, ATTN_HEADS, ATTN_MANY, ATTN_SEQS, KV_DIM, KV_HEADS,
+                                   attention_figures)
+    peak, gather, eta, per_query, per_key = 100e9, 2e9, 0.3, 1.5e-6, 20e-9
+    read = 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather
 
-    def t(n):
-        keys = ATTN_SEQS * (ATTN_CONTEXT + n)
-        return fixed + keys * 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather \
-            + 4 * ATTN_HEADS * KV_DIM * ATTN_SEQS * n * (ATTN_CONTEXT + n) / (eta * peak)
-    assert attention_efficiency(t(ATTN_FEW), t(ATTN_MANY), gather, peak) == pytest.approx(eta)
+    def times(query_s, key_s):
+        def t(n, ctx):
+            keys = ATTN_SEQS * (ctx + n)
+            return 1e-3 + keys * (read + ATTN_HEADS * key_s) \
+                + 4 * ATTN_HEADS * KV_DIM * ATTN_SEQS * n * (ctx + n) / (eta * peak) \
+                + ATTN_SEQS * n * ATTN_HEADS * query_s
+        return {f"attn{n}c{c}": t(n, c) for n in (ATTN_FEW, ATTN_MANY) for c in ATTN_CONTEXTS}
+
+    assert attention_figures(times(per_query, per_key), gather, peak) == pytest.approx((eta, per_query, per_key))
+    assert attention_figures(times(0.0, 0.0), gather, peak) == pytest.approx((eta, 0.0, 0.0), abs=1e-15)
     # the extra time no more than the extra reads: products are not what limits it
-    assert attention_efficiency(1e-3, 1e-3, gather, peak) == 1.0
+    flat = {k: 1e-3 for k in times(0.0, 0.0)}
+    assert attention_figures(flat, gather, peak)[0] == 1.0
 
 
 def test_logit_time_is_the_slope_over_the_vocabulary():
@@ -148,6 +161,25 @@ def test_verify_host_figures_take_differences():
                              ((k, v, {"vchain": 2, f"vtree{small}": small + 1, f"vtree{large}": large + 1}.get(k, 0))
                               for k, v in t.items())}, logit)
     assert all(g[k] == pytest.approx(f[k], rel=1e-9) for k in f)
+
+
+def test_layer_probes_time_the_family_layer_and_its_products():
+    """layer_probes: a forward of a model with the family's layers, and that model's own weight
+    products at one row (four a layer); layer_time takes the forwards' difference per layer,
+    less the products' (never negative)."""
+    from validation.probes import EW_SPEC, layer_probes, layer_time
+    calls = layer_probes(2, "cpu")
+    assert set(calls) == {"layer2", "layermm2"}
+    hidden, logits = calls["layer2"]()
+    assert hidden.shape == (1, EW_SPEC.hidden) and logits.shape == (1, EW_SPEC.vocab)
+    products = calls["layermm2"]()
+    qkv = (EW_SPEC.heads + 2 * EW_SPEC.kv_heads) * EW_SPEC.head_dim
+    assert len(products) == 2 and [tuple(p.shape) for p in products[0]] == [
+        (1, qkv), (1, EW_SPEC.hidden), (1, 2 * EW_SPEC.ffn), (1, EW_SPEC.hidden)]
+    host, mm = 300e-6, 200e-6  # a layer's host time and its products
+    t = {"layer1": 1e-3 + host + mm, "layermm1": 50e-6 + mm, "layer6": 1e-3 + 6 * (host + mm), "layermm6": 50e-6 + 6 * mm}
+    assert layer_time(t, 6) == pytest.approx(host, rel=1e-9)
+    assert layer_time({"layer1": 1.0, "layermm1": 0.0, "layer6": 1.0, "layermm6": 1.0}, 6) == 0.0
 
 
 def test_elementwise_time_is_the_slope_between_two_sizes():

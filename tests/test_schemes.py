@@ -158,7 +158,8 @@ def test_speculative_runs_equal_step_by_step(tmp_path, paging, arrival):
     trace = make_trace(tmp_path, serving={"paging": paging, "max_num_batched_tokens": 2048},
                        hardware={"preset": "h100-sxm", "multi_query_us": 20, "batch_query_us": 10,
                                  "mixed_query_us": 30,  # the host terms of several- and mixed-query passes
-                                 "verify_call_us": 40, "tree_call_us": 20, "tree_node_us": 1, "pack_node_us": 0.5},
+                                 "verify_call_us": 40, "tree_call_us": 20, "tree_node_us": 1, "pack_node_us": 0.5,
+                                 "fused_query_us": 0.3, "fused_key_ns": 7.0},
                        workload={"arrival": arrival, "requests": 30,
                                  "output_tokens": {"dist": "uniform", "min": 20, "max": 120}},
                        speculation=[EAGLE2, EAGLE, ALL[3], {**EAGLE, "label": "table", "policy": {
@@ -198,6 +199,33 @@ def test_mixed_passes_pay_mixed_query_per_layer(tmp_path):
     several = a["query_tokens"] > a["batch_size"]
     assert paid.any() and not (paid & ~several).any()  # only where some sequence has several queries
     assert (several & ~paid & (a["batch_size"] > 1)).any()  # and not where all of them have
+
+
+def test_steps_pay_fused_query_per_verifying_query_token(tmp_path):
+    """fused_query_us per query token of the sequences that verify drafts, per head and layer:
+    a step in which every sequence drafts pays it for all its query tokens, a step in which none
+    does nothing, and prompt lookup's steps, in which some find no match, for part of them.
+    Closed loop, so the steps and draws are the same either way."""
+    ngram = {"scheme": "ngram", "k": 3, "match": 0.5, "acceptance": {"per_depth": [0.5, 0.4, 0.3]}}
+    for scheme in (EAGLE, ngram):
+        runs = []
+        for us in (0.0, 2.0):
+            trace = make_trace(tmp_path, hardware={"preset": "h100-sxm", "fused_query_us": us},
+                               workload={"arrival": {"process": "closed", "concurrency": 6}, "requests": 18},
+                               speculation=[scheme])
+            runs.append(simulate(trace, trace.speculation[0], make_requests(trace.workload, trace.seed)).steps.columns())
+        a, b = runs
+        assert np.array_equal(a["query_tokens"], b["query_tokens"])
+        tokens = (b["duration"] - a["duration"]) / (trace.model.layers * trace.model.heads * 2e-6)
+        assert np.allclose(tokens, np.round(tokens), atol=1e-6)
+        assert (tokens <= a["query_tokens"] + 1e-9).all() and (tokens > 0).any()
+        assert (tokens[a["query_tokens"] == a["batch_size"]] == 0).all()  # nothing drafted, nothing paid
+        decode = a["prefill_tokens"] == 0
+        whole = np.isclose(tokens[decode], a["query_tokens"][decode])
+        if scheme is EAGLE:  # every decoding sequence drafts (but one with a token left to go)
+            assert whole.mean() > 0.8
+        else:  # some sequences find no match: they decode beside the verifying ones
+            assert ((tokens > 0) & (tokens < a["query_tokens"])).any()
 
 
 def test_steps_pay_a_verification_call_per_distinct_draft_shape(tmp_path):

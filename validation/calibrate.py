@@ -20,8 +20,12 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   rate's fraction of it (a read-only stream often beats a copy, whose writes also cost reads);
 - matmul rate: square fp32 GEMM, 2n^3 / time -> `tflops.fp32` (this CPU has no bf16 units: bf16
   runs at the fp32 rate), `eta_compute` 1.0 (the rate is already the achieved one);
-- launch: the engine's host time per layer on a tiny model (1 vs 6 layers), spread over the cost
-  model's KERNELS_PER_LAYER operations -> `launch_us` (a one-element op is reported beside it);
+- launch: the engine's host time per layer of the trained family's shape (a bare decode forward
+  of 1 vs 6 such layers, less the same model's weight products at one row, timed beside it:
+  `validation.probes.layer_probes`), spread over the cost model's KERNELS_PER_LAYER operations
+  -> `launch_us` (a one-element op is reported beside it). Beyond its products such a layer
+  took 130-250 us (20-45%) more than a hidden-64 layer here, in five runs; the figures below
+  take the hidden-64 probe model's own layer (`probe_layer_s`) off its calls;
 - step and per-sequence overhead: the engine's whole decode step (schedule, forward, verify,
   commit) on a 1-layer tiny model at batch 1 and 16 (the mean step of a run), less the
   per-layer time (and the step's one verification call, `verify_call_us`) -> `step_overhead_us`,
@@ -50,14 +54,22 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   the matrix size, which no one-parameter curve follows;
 - KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each (one query
   head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`;
-- attention products: the engine's paged attention verifying chains of 8 and of 64 tokens in
-  4 sequences (4 query heads on 2 KV heads) after 1,024 keys; the extra queries' FLOPs (against
-  all gathered keys, as the reference computes them) over the extra time, against the GEMM peak
-  -> `eta_attn` (the gathering, nearly the same in both, cancels; an earlier form that varied
-  the keys instead had to subtract the gather time and read 0.37-1.0 between calibrations);
-  `attn_dense: true` on a CPU, whose reference attention gathers the keys before computing.
-  On a GPU neither is measured (eta_attn 1, the roofline: the probe's products
-  take microseconds there);
+- attention products: the engine's paged attention verifying chains of 8 and of 64 tokens (a
+  root and its drafts, ancestor masks and all) in 16 sequences (4 query heads on 2 KV heads)
+  after 128 and after 1,024 keys, each context's pair interleaved. A call is taken to be a
+  fixed part plus, per sequence, parts per query, per gathered key and per product (each query
+  against all gathered keys, as the reference computes them); the four calls give the three
+  (`attention_figures`): the part per product against its FLOPs -> `eta_attn` as a fraction of
+  the GEMM peak; the part per query head -> `fused_query_us`, which the cost model charges for
+  every query token of a sequence verifying drafts (its padded fused call scatters each query's
+  rows, mask row and output and walks its ancestor bits: a fit to 36 attention calls timed
+  inside the family's forwards read 1.3 us a query head and 3.7 ns a query-key-head product;
+  calibrations 0.6-1.0 us and 0.46-0.51 of the GEMM peak); the part per key and query head
+  beyond the KV gather rate -> `fused_key_ns` (4.2 ns here; the grid's chains at batch 16 and
+  context 2,048 had read -10% to -15% without it). One context alone read eta_attn from 0.25
+  to 0.55 between calibrations; `attn_dense: true` on a CPU, whose reference attention
+  gathers the keys before computing. On a GPU none is measured (eta_attn 1, the roofline: the
+  probe's products take microseconds there; the two costs 0);
 - elementwise passes (CPU): one layer's norms, rotary embedding, gating and residual adds as
   the engine runs them, unfused, over 256 and 1,024 tokens of the family's shape, the extra time
   per extra activation element (sim.cost.elementwise_elems) -> `elementwise_ns`, which the cost
@@ -119,13 +131,14 @@ import torch  # noqa: E402
 from engine.host_memory import retain_freed_memory  # noqa: E402
 from sim.cost import KERNELS_PER_LAYER  # noqa: E402
 from sim.speed import drift_of, spread_of  # noqa: E402
-from validation.probes import (ATTN_FEW, ATTN_MANY, EW_TOKENS, KV_GATHER_BYTES, LOGIT_VOCABS,  # noqa: E402
-                               DRAFT_TREE_TOPK, VERIFY_SEQS, allocator_op, attention_efficiency, attention_probe,
+from validation.probes import (ATTN_CONTEXTS, ATTN_FEW, ATTN_MANY, EW_TOKENS, KV_GATHER_BYTES,  # noqa: E402
+                               LOGIT_VOCABS, DRAFT_TREE_TOPK, VERIFY_SEQS, allocator_op, attention_figures,
+                               attention_probe,
                                draft_cand_time, draft_logit_probe, draft_logit_time, draft_tree_probe,
                                elementwise_probe, elementwise_time,
                                engine_step, forward_probe, interleaved_times, kv_gather_probe, logit_probe,
                                logit_time, matmul_probes, mean_time, SPEED_BLOCK_S, SPEED_WINDOW_S,
-                               speed_probe, verify_host_figures, verify_host_probe)
+                               speed_probe, verify_host_figures, verify_host_probe, layer_probes, layer_time)
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_SIZES = ((256, 768), (512, 2048), (1024, 4096), (2048, 8192))  # (k, n): 0.75, 4, 16, 64 MiB fp32
@@ -179,7 +192,11 @@ class Calibration:
                                                      ("decodes", 0, VERIFY_SEQS, 0), ("verifies", 2, VERIFY_SEQS, 0),
                                                      ("mixed", 2, VERIFY_SEQS, VERIFY_SEQS // 2))
                     for k in (1, DEEP)}
-        probes["forwards"] = paired(forwards | {"unchecked1": forward_probe(1, device, check=False)}, 10)
+        forwards["unchecked1"] = forward_probe(1, device, check=False)
+        probes["forwards"] = paired(forwards, 10)
+        if device == "cpu":  # real-sized layers and their products, interleaved apart from the hidden-64
+            # forwards (a small forward right after their 18 MB of products read 0.2 ms slower)
+            probes["layers"] = paired(layer_probes(1, device) | layer_probes(DEEP, device), 10)
         probes["engine"] = lambda: {f"{name}{k}": engine_step(k, device, scheme)
                                     for name, scheme in (("engine", "none"), ("mtp", "mtp")) for k in (1, 16)}
         # two calls each where the working set fits in cache (the first refills what the copy
@@ -196,7 +213,10 @@ class Calibration:
         # this size take microseconds, so it keeps eta_attn 1 (the roofline) unmeasured
         self.serial = device == "cpu"
         if self.serial:
-            probes["attn"] = paired({f"attn{n}": attention_probe(device, n) for n in (ATTN_FEW, ATTN_MANY)}, 2)
+            # each context's pair interleaved apart from the other's (a call right after the long
+            # context's, whose gather sweeps the caches, reads slower)
+            probes |= {f"attn{c}": paired({f"attn{n}c{c}": attention_probe(device, n, c) for n in (ATTN_FEW, ATTN_MANY)}, 2)
+                       for c in ATTN_CONTEXTS}
             probes["elementwise"] = paired({f"ew{n}": elementwise_probe(device, n) for n in EW_TOKENS}, 3)
         self.probes = probes
         for fn in probes.values():  # warm-up
@@ -244,9 +264,11 @@ class Calibration:
                "launch_s": t["launch"], "rounds": min(self.calls.values())}
         out |= {f"flops_{k}": 2 * n3 / t[f"gemm_{k}"] for k in self.dtypes}
         peak = out["flops_fp32"]
+        # the probe models' own layers (hidden 64), which the figures below take off their calls
         per_layer = max(0.0, (t[f"forward{DEEP}"] - t["forward1"]) / (DEEP - 1))
         per_seq = max(0.0, (t["engine16"] - t["engine1"]) / 15)
-        out |= {"layer_s": per_layer, "seq_s": per_seq, "step_s": max(0.0, t["engine1"] - per_layer - per_seq),
+        out |= {"layer_s": layer_time(t, DEEP) if "layer1" in t else per_layer, "probe_layer_s": per_layer,
+                "seq_s": per_seq, "step_s": max(0.0, t["engine1"] - per_layer - per_seq),
                 "pass_s": max(0.0, t["unchecked1"] - per_layer),
                 "index_check_s": max(0.0, t["forward1"] - t["unchecked1"]),
                 "multi_query_s": max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer),
@@ -265,8 +287,8 @@ class Calibration:
                 table.setdefault(kib, []).append([m, round(flops / (t[("curve", kib, m)] * peak), 4)])
             out["gemm_rows"] = table
         out["kv_gather_bw"] = KV_GATHER_BYTES / t["kv_gather"]
-        out["eta_attn"] = attention_efficiency(t[f"attn{ATTN_FEW}"], t[f"attn{ATTN_MANY}"], out["kv_gather_bw"],
-                                               peak) if self.serial else 1.0
+        out["eta_attn"], out["fused_query_s"], out["fused_key_s"] = attention_figures(t, out["kv_gather_bw"], peak) \
+            if self.serial else (1.0, 0.0, 0.0)
         out["attn_dense"] = self.serial
         out["elementwise_s"] = elementwise_time(*(t[f"ew{n}"] for n in EW_TOKENS)) if self.serial else 0.0
         # (the engine-step probes' own 256-entry logits, under a microsecond a sequence, stay in seq_s)
@@ -298,7 +320,7 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
     return f"""# Measured by `python -m validation.calibrate` ({note}, {m['rounds']} rounds).
 # copy bandwidth {m['copy_bw'] / 1e9:.2f} GB/s (2 x size / time); weight streaming {m['stream_bw'] / 1e9:.2f} GB/s;
 # fp32 GEMM {fp32 * 1e3:.1f} GFLOP/s; one-element op {m['launch_s'] * 1e6:.1f} us; engine host time
-# {m['layer_s'] * 1e6:.0f} us per layer, {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence,
+# {m['layer_s'] * 1e6:.0f} us per layer of the family's shape ({m['probe_layer_s'] * 1e6:.0f} us a hidden-64 layer), {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence,
 # {m['pass_s'] * 1e6:.0f} us per forward pass beyond its layers ({m['index_check_s'] * 1e6:.0f} us more to check its indices),
 # {m['multi_query_s'] * 1e6:.0f} us more per layer to verify
 # ({m['batch_query_s'] * 1e6:.0f} us more where several sequences verify, {m['mixed_query_s'] * 1e6:.0f} us more
@@ -306,7 +328,8 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # {m['draft_seq_s'] * 1e6:.0f} us per sequence per drafter pass;
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
 # paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s; verify attention products at
-# {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}; elementwise passes
+# {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}, {m['fused_query_s'] * 1e6:.2f} us per query head
+# verifying drafts and {m['fused_key_s'] * 1e9:.1f} ns per key and query head; elementwise passes
 # {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element,
 # {m['verify_call_s'] * 1e6:.0f} us per call ({m['tree_call_s'] * 1e6:.0f} us more for a tree, {m['tree_node_s'] * 1e6:.2f} us per
 # tree node), {m['pack_node_s'] * 1e6:.2f} us per drafted node packed; a drafter's selection {m['draft_logit_s'] * 1e9:.2f} ns
@@ -329,6 +352,8 @@ allreduce_latency_us: 0
 gemm_half_rows: {m['gemm_half_rows']:.2f}
 eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
 eta_attn: {m['eta_attn']:.4f}
+fused_query_us: {m['fused_query_s'] * 1e6:.3f}
+fused_key_ns: {m['fused_key_s'] * 1e9:.3f}
 elementwise_ns: {m['elementwise_s'] * 1e9:.4f}
 logit_ns: {m['logit_s'] * 1e9:.4f}
 verify_call_us: {m['verify_call_s'] * 1e6:.1f}

@@ -98,23 +98,26 @@ def kv_gather_probe(device: str):
     return _paged_attention_call(device, KV_SEQS, KV_CONTEXT - 1, 1, KV_HEADS, KV_HEADS)
 
 
-ATTN_SEQS, ATTN_HEADS, ATTN_CONTEXT, ATTN_FEW, ATTN_MANY = 4, 4, 1024, 8, 64
+ATTN_SEQS, ATTN_HEADS, ATTN_FEW, ATTN_MANY = 16, 4, 8, 64  # 16 sequences: the concurrency the comparisons reach
+ATTN_CONTEXTS = (128, 1024)  # the attention probes' two contexts (attention_figures)
 
 
-def attention_probe(device: str, queries: int):
-    """The engine's paged attention verifying a chain of `queries` tokens in each of ATTN_SEQS
-    sequences after ATTN_CONTEXT keys (ATTN_HEADS query heads on KV_HEADS // 4 KV heads of
-    KV_DIM, the trained family's shape; fp32): the padded fused path a batch of chains or trees
-    takes."""
-    return _paged_attention_call(device, ATTN_SEQS, ATTN_CONTEXT, queries, ATTN_HEADS, KV_HEADS // 4)
+def attention_probe(device: str, queries: int, context: int):
+    """The engine's paged attention verifying a chain of `queries` tokens (a root and its
+    queries - 1 drafts, ancestor masks and all) in each of ATTN_SEQS sequences after `context`
+    keys (ATTN_HEADS query heads on KV_HEADS // 4 KV heads of KV_DIM, the trained family's
+    shape; fp32): the padded fused path a batch of chains or trees takes."""
+    return _paged_attention_call(device, ATTN_SEQS, context, queries, ATTN_HEADS, KV_HEADS // 4, drafts=True)
 
 
-def _paged_attention_call(device: str, seqs: int, context: int, queries: int, heads: int, kv_heads: int):
+def _paged_attention_call(device: str, seqs: int, context: int, queries: int, heads: int, kv_heads: int,
+                          drafts: bool = False):
     """A call of the engine's paged attention (unchecked): `seqs` sequences each with `queries`
-    causal query tokens after `context` keys, `heads` query heads on `kv_heads` KV heads of
-    KV_DIM (fp32, random)."""
+    query tokens after `context` keys, `heads` query heads on `kv_heads` KV heads of KV_DIM
+    (fp32, random). drafts: the queries are a root and a chain of drafts behind it (as a
+    verification lays them out: a tree start and ancestor masks), else causal tokens."""
     from kernels import get_ops
-    from kernels.attention import NO_TREE
+    from kernels.attention import NO_TREE, ancestor_masks
     per = context + queries
     k = torch.randn(seqs * per, kv_heads, KV_DIM, device=device)
     v = torch.randn(seqs * per, kv_heads, KV_DIM, device=device)
@@ -123,24 +126,45 @@ def _paged_attention_call(device: str, seqs: int, context: int, queries: int, he
     lens = torch.full((seqs,), per, device=device)
     qs = torch.arange(seqs, device=device).repeat_interleave(queries)
     qp = torch.arange(context, per, device=device).repeat(seqs)
-    ts = torch.full((seqs,), NO_TREE, device=device)
-    anc = torch.zeros(seqs * queries, dtype=torch.int64, device=device)
+    if drafts and queries > 1:
+        ts = torch.full((seqs,), context + 1, device=device)
+        anc = torch.tensor([0] + ancestor_masks(T.chain(queries - 1)), device=device).repeat(seqs)
+    else:
+        ts = torch.full((seqs,), NO_TREE, device=device)
+        anc = torch.zeros(seqs * queries, dtype=torch.int64, device=device)
     ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
     return lambda: ops.paged_attention(q, k, v, kv_slots, lens, qs, qp, ts, anc, 0.125)
 
 
-def attention_efficiency(t_few: float, t_many: float, gather_bw: float, peak: float) -> float:
-    """eta_attn from attention_probe with ATTN_FEW and ATTN_MANY queries per sequence over the
-    same context: the extra queries' score and value FLOPs (each query against all its
-    sequence's gathered keys, as the reference computes them) over the extra time, less the
-    reading of the few extra keys at the KV gather rate, as a fraction of the GEMM peak. The
-    probes' fixed costs and nearly all of their gathering cancel in the difference."""
-    def rect(n):  # products per sequence: its queries x its gathered keys
-        return n * (ATTN_CONTEXT + n)
-    flops = 4 * ATTN_HEADS * KV_DIM * ATTN_SEQS * (rect(ATTN_MANY) - rect(ATTN_FEW))
-    read = ATTN_SEQS * (ATTN_MANY - ATTN_FEW) * 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather_bw
-    compute = t_many - t_few - read
-    return 1.0 if compute <= 0 else min(1.0, max(0.01, flops / compute / peak))
+def attention_figures(t: dict, gather_bw: float, peak: float) -> tuple[float, float, float]:
+    """(eta_attn, fused_query_s, fused_key_s) from attention_probe's mean times `t`
+    ("attn{queries}c{context}") with ATTN_FEW and ATTN_MANY queries per sequence at both
+    ATTN_CONTEXTS. A call is taken to cost a fixed part plus, per sequence, a part per query, a
+    part per key it gathers and a part per product (each query against all its sequence's
+    gathered keys, as the reference computes them): the four calls give the last three. The part
+    per product, against its FLOPs (4 x heads x head_dim), -> eta_attn as a fraction of the GEMM
+    peak; the part per query, per query head -> fused_query_s (the padded call scatters each
+    query's rows, mask row and output, and walks its ancestor bits); the part per key beyond its
+    reading at the KV gather rate `gather_bw` (which decoding sequences pay), per query head ->
+    fused_key_s (the padded call's transposed copies and its masked per-key work). Measured
+    here: 0.6-1.0 us a query head; a fit to the family's in-forward attention timings read 1.3."""
+    short, long_ = ATTN_CONTEXTS
+    few, many, S, H = ATTN_FEW, ATTN_MANY, ATTN_SEQS, ATTN_HEADS
+
+    def rect(q, c):  # products a sequence: its queries x its gathered keys
+        return q * (c + q)
+
+    a = (t[f"attn{many}c{short}"] - t[f"attn{few}c{short}"]) / S
+    b = (t[f"attn{many}c{long_}"] - t[f"attn{few}c{long_}"]) / S
+    c = (t[f"attn{few}c{long_}"] - t[f"attn{few}c{short}"]) / S
+    per_product = (b - a) / ((many - few) * (long_ - short))
+    flops = 4 * H * KV_DIM
+    eta = 1.0 if per_product <= 0 else min(1.0, max(0.01, flops / per_product / peak))
+    per_product = flops / (eta * peak)
+    per_key = c / (long_ - short) - per_product * few
+    per_query = (a - per_product * (rect(many, short) - rect(few, short))) / (many - few) - per_key
+    read = 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather_bw
+    return eta, max(0.0, per_query) / H, max(0.0, per_key - read) / H
 
 
 # tokens of the elementwise probe's two sizes (their difference per element -> elementwise_ns): where
@@ -350,17 +374,26 @@ def verify_host_figures(t: dict, logit_s: float) -> dict:
             "pack_node_s": extra_per_unit(t["pack0"], t[f"pack{large}"], VERIFY_SEQS * large)}
 
 
+HOST_SPEC = ModelSpec(name="probe", layers=1, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128,
+                      vocab=256, bytes_per_weight=4, bytes_per_kv=4)  # the host-time probes' model
+
+
 def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1, check: bool = True, plain: int = 0):
-    """A bare forward call of a tiny random model (hidden 64) with `layers` layers, `seqs`
-    sequences each with one decode token (and a chain of `nodes` drafted tokens to verify, but
-    for the last `plain` of them) over 8 keys: compute and bandwidth are negligible, so its time
-    is host time. check: the model checks the step's index tensors, as the engine's target does
-    (its drafters do not)."""
+    """A bare forward call of a tiny random model (HOST_SPEC, hidden 64) with `layers` layers,
+    `seqs` sequences each with one decode token (and a chain of `nodes` drafted tokens to verify,
+    but for the last `plain` of them) over 8 keys: compute and bandwidth are negligible, so its
+    time is host time. check: the model checks the step's index tensors, as the engine's target
+    does (its drafters do not)."""
+    return _probe_forward(layers, device, nodes, seqs, check, plain, HOST_SPEC)[0]
+
+
+def _probe_forward(layers, device, nodes, seqs, check, plain, shape):
+    """(forward_probe's call for a model of `shape`, that model)."""
+    from dataclasses import replace
+
     from engine.kv_cache import KVCache
     from engine.model import Model, SeqQuery, StepBatch
-    spec = ModelSpec(name="probe", layers=layers, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128,
-                     vocab=256, bytes_per_weight=4, bytes_per_kv=4)
-    model = Model.random(spec, seed=0, device=device, check_values=check)
+    model = Model.random(replace(shape, layers=layers), seed=0, device=device, check_values=check)
     cache = KVCache(model.spec, seqs, 16, device)
     def query(b: int) -> SeqQuery:
         k = nodes if b < seqs - plain else 0
@@ -368,7 +401,30 @@ def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1, check
                         parents=tuple(range(-1, k - 1)), spec_slots=list(range(16 * b + 9, 16 * b + 9 + k)))
 
     step = StepBatch.pack([query(b) for b in range(seqs)])
-    return lambda: model.forward(step, cache)
+    return (lambda: model.forward(step, cache)), model
+
+
+def layer_probes(layers: int, device: str) -> dict:
+    """A bare decode forward of a random model with `layers` layers of the trained family's shape
+    (EW_SPEC), and that model's weight products alone at one row, as its forward runs them
+    (`x @ W.T`, each layer's four matrices in turn): `layer{layers}` and `layermm{layers}`.
+    Their difference is the host time of a real-sized layer (`layer_time`): measured here,
+    130-250 us a layer more than a HOST_SPEC layer, once the products are taken off."""
+    fwd, model = _probe_forward(layers, device, 0, 1, True, 0, EW_SPEC)
+    x = torch.randn(1, EW_SPEC.hidden, device=device)  # (1, H)
+    y = torch.randn(1, EW_SPEC.ffn, device=device)  # (1, F)
+
+    def products():
+        return [(x @ layer.wqkv.T, x @ layer.wo.T, x @ layer.w_gate_up.T, y @ layer.w_down.T)
+                for layer in model.layers]
+
+    return {f"layer{layers}": fwd, f"layermm{layers}": products}
+
+
+def layer_time(t: dict, deep: int) -> float:
+    """A real-sized layer's host time from layer_probes at 1 and `deep` layers (their mean
+    times): the forwards' difference per layer, less the products' (the matmul curves price those)."""
+    return extra_per_unit(t["layer1"] - t["layermm1"], t[f"layer{deep}"] - t[f"layermm{deep}"], deep - 1)
 
 
 def engine_step(batch: int, device: str, scheme: str = "none") -> float:
