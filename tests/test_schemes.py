@@ -179,18 +179,24 @@ def test_speculative_runs_equal_step_by_step(tmp_path, paging, arrival):
         assert fast.acceptance == slow.acceptance and sum(fast.acceptance.values()) > 0
 
 
+def closed_runs(tmp_path, field: str, values, scheme: dict, requests: int):
+    """(trace, [step columns]) of one scheme at concurrency 6, closed loop, on h100-sxm with the
+    hardware `field` at each of `values` (the steps and draws are the same for every value)."""
+    cols = []
+    for v in values:
+        trace = make_trace(tmp_path, hardware={"preset": "h100-sxm", field: v},
+                           workload={"arrival": {"process": "closed", "concurrency": 6}, "requests": requests},
+                           speculation=[scheme])
+        cols.append(simulate(trace, trace.speculation[0], make_requests(trace.workload, trace.seed)).steps.columns())
+    return trace, cols
+
+
 def test_mixed_passes_pay_mixed_query_per_layer(tmp_path):
     """A step in which some sequences run one query token (drafted nothing, or decode beside a
     prefill chunk) and others several pays mixed_query_us per layer, and no other step does.
     Closed loop, so the steps and draws are the same with and without it."""
     ngram = {"scheme": "ngram", "k": 3, "acceptance": {"per_depth": [0.5, 0.4, 0.3]}}
-    runs = []
-    for us in (0.0, 100.0):
-        trace = make_trace(tmp_path, hardware={"preset": "h100-sxm", "mixed_query_us": us},
-                           workload={"arrival": {"process": "closed", "concurrency": 6}, "requests": 20},
-                           speculation=[ngram])
-        runs.append(simulate(trace, trace.speculation[0], make_requests(trace.workload, trace.seed)).steps.columns())
-    a, b = runs
+    trace, (a, b) = closed_runs(tmp_path, "mixed_query_us", (0.0, 100.0), ngram, 20)
     assert np.array_equal(a["query_tokens"], b["query_tokens"]) and np.array_equal(a["batch_size"], b["batch_size"])
     extra = b["duration"] - a["duration"]
     layers = trace.model.layers
@@ -208,13 +214,7 @@ def test_steps_pay_fused_query_per_verifying_query_token(tmp_path):
     Closed loop, so the steps and draws are the same either way."""
     ngram = {"scheme": "ngram", "k": 3, "match": 0.5, "acceptance": {"per_depth": [0.5, 0.4, 0.3]}}
     for scheme in (EAGLE, ngram):
-        runs = []
-        for us in (0.0, 2.0):
-            trace = make_trace(tmp_path, hardware={"preset": "h100-sxm", "fused_query_us": us},
-                               workload={"arrival": {"process": "closed", "concurrency": 6}, "requests": 18},
-                               speculation=[scheme])
-            runs.append(simulate(trace, trace.speculation[0], make_requests(trace.workload, trace.seed)).steps.columns())
-        a, b = runs
+        trace, (a, b) = closed_runs(tmp_path, "fused_query_us", (0.0, 2.0), scheme, 18)
         assert np.array_equal(a["query_tokens"], b["query_tokens"])
         tokens = (b["duration"] - a["duration"]) / (trace.model.layers * trace.model.heads * 2e-6)
         assert np.allclose(tokens, np.round(tokens), atol=1e-6)
