@@ -84,6 +84,9 @@ class ForwardCost:
         self.fc = hw.peak(compute_dtype(model)) * hw.eta_compute
         self.bw = hw.mem_bw * hw.eta_memory
         self.kv_bw = self.bw * hw.eta_kv
+        # measured eta_kv per gather size (hardware.kv_sizes): log bytes -> eta_kv
+        self.kv_curve = (np.log([b for b, _ in hw.kv_sizes]), np.array([e for _, e in hw.kv_sizes])) \
+            if hw.kv_sizes else None
         self.attn_fc = self.fc * hw.eta_attn
         self.attn_dense = hw.attn_dense
         self.m0 = hw.gemm_half_rows
@@ -110,6 +113,10 @@ class ForwardCost:
         self.launch = n * KERNELS_PER_LAYER * hw.launch_s
         dense_el, moe_el = elementwise_elems(m)
         self.elementwise = (self.dense * dense_el + self.moe * moe_el) / tp * hw.elementwise_s  # per token
+        # measured time per element by a layer's elements (hardware.elementwise_sizes): log elements ->
+        # seconds, with (layers, elements per token) of the dense and MoE layers
+        self.ew_curve = (np.log([n for n, _ in hw.elementwise_sizes]), np.array([x for _, x in hw.elementwise_sizes]),
+                         ((self.dense, dense_el / tp), (self.moe, moe_el / tp))) if hw.elementwise_sizes else None
         self.multi_query = n * hw.multi_query_s  # when some sequence has several query tokens
         self.batch_query = n * hw.batch_query_s  # and more when several sequences may have (seqs > 1)
         self.mixed_query = n * hw.mixed_query_s  # and more when others have one (Work.mixed)
@@ -148,13 +155,36 @@ class ForwardCost:
         run = self.attn_flops_per_pair * _max(w.pairs, tokens * w.kv_read / w.seqs) if self.attn_dense else f_attn
         b_kv = self.kv_tok * (w.kv_read + tokens)
         b_attn = b_kv + self.attn_act_per_tok * tokens
-        c_attn, m_attn = run / self.attn_fc, b_kv / self.kv_bw + self.attn_act_per_tok * tokens / self.bw
+        c_attn, m_attn = run / self.attn_fc, self.kv_time(b_kv) + self.attn_act_per_tok * tokens / self.bw
         if self.multi_query or self.batch_query or self.mixed_query:
             t = t + self.query_host(w.tokens, w.seqs, w.mixed)
         if self.fused_query or self.fused_key:  # per verifying query token and key, beside the roofs
             t = t + n * (self.fused_query * w.verify_tokens + self.fused_key * w.verify_kv)
         return Cost(time=t + n * self.attention(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
+
+    def elementwise_time(self, tokens):
+        """Every layer's unfused elementwise passes over `tokens` tokens: per element at the time
+        measured for a layer's passes of that many elements (hardware.elementwise_sizes) where
+        there is one, else at elementwise_s."""
+        if self.ew_curve is None:
+            return self.elementwise * tokens
+        at, per, kinds = self.ew_curve
+        t = 0.0
+        for layers, el in kinds:
+            if layers and el:
+                n = el * tokens
+                t = t + layers * n * np.interp(np.log(np.maximum(n, 1.0)), at, per)
+        return t if isinstance(tokens, np.ndarray) else float(t)
+
+    def kv_time(self, b_kv):
+        """Time of one layer's KV read of b_kv bytes: at the rate measured for a gather of that
+        size (hardware.kv_sizes) where there is one, else at eta_kv."""
+        if self.kv_curve is None:
+            return b_kv / self.kv_bw
+        at, eta = self.kv_curve
+        t = b_kv / (self.bw * np.interp(np.log(np.maximum(b_kv, 1.0)), at, eta))
+        return t if isinstance(b_kv, np.ndarray) else float(t)
 
     def query_host(self, tokens, seqs, mixed=0):
         """Host time of a pass in which some sequence has several query tokens (tokens > seqs),
@@ -187,7 +217,7 @@ class ForwardCost:
         b_dense = self.dense_weight_bytes + act
         c_dense, m_dense = self._compute(f_dense, tokens, "dense"), b_dense / bw
         dense, moe = self.dense, self.moe
-        t = dense * _max(c_dense, m_dense) + self.launch + self.elementwise * tokens
+        t = dense * _max(c_dense, m_dense) + self.launch + self.elementwise_time(tokens)
         flops, nbytes = dense * f_dense, dense * b_dense
         c_sum, m_sum = dense * c_dense, dense * m_dense
         if moe:  # FLOPs of the active experts, bytes of the experts actually touched

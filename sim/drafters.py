@@ -47,8 +47,11 @@ def add(*costs: Cost) -> Cost:
 
 
 def drafter_host_time(hw: HardwareSpec, n: int, passes: int) -> float:
-    """Host time of `passes` drafter passes over n sequences: per pass, and per sequence per pass."""
-    return passes * (hw.pass_overhead_s + n * hw.draft_seq_s)
+    """Host time of `passes` drafter passes over n sequences: per pass, per sequence of the first
+    pass (draft_seq_s) and per sequence of each later one (draft_pass_seq_s)."""
+    if passes <= 0:
+        return 0.0
+    return passes * hw.pass_overhead_s + n * (hw.draft_seq_s + (passes - 1) * hw.draft_pass_seq_s)
 
 
 def pass_rows(p) -> tuple[int, int]:
@@ -74,11 +77,13 @@ class PassPricer:
         self._compiled: dict[tuple, tuple] = {}
 
     def _compile(self, n: int, passes: tuple[tuple[int, int], ...]) -> tuple:
-        """(fixed Cost of all passes, [(c0, c1, m0, m1, f0, f1, b0, b1) per pass]) such that pass j's
-        attention at Σctx = x costs max(c0 + c1·x, m0 + m1·x) seconds (their sum: attn_dense), f0 + f1·x FLOPs, b0 + b1·x bytes."""
+        """(fixed Cost of all passes, [(c0, c1, m0, m1, f0, f1, b0, b1) per pass], [(k0, k1) per pass]
+        or []) such that pass j's attention at Σctx = x costs max(c0 + c1·x, m0 + m1·x) seconds
+        (their sum: attn_dense), f0 + f1·x FLOPs, b0 + b1·x bytes; with a measured kv_sizes curve
+        its memory roof adds the gather of k0 + k1·x bytes at that size's rate (not linear in x)."""
         fwd = self.fwd
         t = f = b = c = m = 0.0
-        lines = []
+        lines, kv_bytes = [], []  # kv_bytes: each pass's gathered bytes at Σctx = x, k0 + k1·x (a measured kv_sizes curve)
         t += drafter_host_time(self.hw, n, len(passes))
         for j, (tok, lm) in enumerate(passes):
             w0 = fwd(Work(tok, n, 0, 0, lm))  # attention with no context: isolates the linear part
@@ -96,8 +101,11 @@ class PassPricer:
             kv0 = (j + 1) * n
             c0, m0 = w0.compute_time - base[3] + dc * kv0, w0.memory_time - base[4] + dm * kv0
             f0, b0 = w0.flops - base[1] + df * kv0, w0.bytes - base[2] + db * kv0
+            if fwd.kv_curve is not None:  # the gather's time by its size: its bytes kept, read in __call__
+                m0, dm = fwd.attn_act_per_tok * tok / fwd.bw, 0.0
+                kv_bytes.append((fwd.kv_tok * (kv0 + tok), fwd.kv_tok))
             lines.append((c0, dc, m0, dm, f0, df, b0, db))
-        return Cost(t, f, b, c, m), lines
+        return Cost(t, f, b, c, m), lines, kv_bytes
 
     def direct(self, n: int, ctx_sum: int, passes) -> Cost:
         """The same price, pass by pass through the cost model (the definition; tests compare)."""
@@ -119,12 +127,15 @@ class PassPricer:
             if len(self._compiled) >= self.MAX_COMPILED:
                 self._compiled.clear()
             comp = self._compiled[key] = self._compile(n, tuple(pass_rows(p) for p in key[1]))
-        fixed, lines = comp
+        fixed, lines, kv_bytes = comp
         t, f, b, c, m = fixed
         x = ctx_sum
         attention = self.fwd.attention
-        for c0, c1, m0, m1, f0, f1, b0, b1 in lines:
+        for j, (c0, c1, m0, m1, f0, f1, b0, b1) in enumerate(lines):
             ca, ma = c0 + c1 * x, m0 + m1 * x
+            if kv_bytes:
+                k0, k1 = kv_bytes[j]
+                ma += self.fwd.kv_time(k0 + k1 * x)
             t += attention(ca, ma)
             f += f0 + f1 * x
             b += b0 + b1 * x

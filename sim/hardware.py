@@ -32,6 +32,12 @@ class HardwareSpec:
     # GEMMs on CPUs re-stream and pack weights; 0: the plain roofline, as on the GPU presets)
     gemm_half_rows: float = 0.0
     eta_kv: float = 1.0  # achievable fraction of eta_memory when attention reads (gathers) paged KV
+    # measured eta_kv per gather size: ((bytes, eta_kv), ...), sizes ascending. A layer's gather of
+    # that many bytes (the K and V of every sequence in the pass) reads at eta_kv; sizes
+    # interpolate in log space, held beyond the ends. It replaces eta_kv where a calibration
+    # measured it: a CPU's gather slows once its copy spills the last-level cache (here 4.0-4.4
+    # GB/s up to 34 MB a call, 3.1 GB/s at 134 MB: validation/probes.py kv_gather_probe)
+    kv_sizes: tuple = ()
     pass_overhead_s: float = 0.0  # host time of one drafter forward pass beyond its kernels' launches
     # host time a target forward pass pays to check its step's index tensors (the engine checks
     # them once per pass on a CPU; its drafters, which lay out their own passes, do not): a bare
@@ -55,8 +61,11 @@ class HardwareSpec:
     # others have one (a chain beside a sequence that drafted nothing, a prefill chunk beside
     # decodes: the CPU reference attends to the single queries in another call)
     mixed_query_s: float = 0.0
-    # host time per sequence per drafter pass (building its rows, reading back its drafts)
+    # host time per sequence of a step's first drafter pass (building its rows from the committed
+    # tokens and features, reading back its drafts) and of each later pass (a tree level or chain
+    # depth: the new rows only); a profile without draft_pass_seq_us charges draft_seq_us every pass
     draft_seq_s: float = 0.0
+    draft_pass_seq_s: float = 0.0
     # attention's score and value products reach eta_attn x peak·eta_compute (fused GPU kernels: 1;
     # the CPU reference's masked products over gathered keys run well below its GEMM rate)
     eta_attn: float = 1.0
@@ -78,6 +87,13 @@ class HardwareSpec:
     # embedding, gating, residual adds: sim.cost.elementwise_elems per token), added to the
     # layer's matmuls; 0 where those passes are fused or hide under the roofline (the GPU presets)
     elementwise_s: float = 0.0
+    # measured per size: ((elements, seconds per element), ...), sizes ascending: a layer's passes
+    # over that many activation elements (a step's tokens x elementwise_elems) run at that
+    # average time per element; sizes interpolate in log space, held beyond the ends. It
+    # replaces elementwise_s where a calibration measured it: a CPU's passes slow once they
+    # leave its L2 cache (here 0.9 ns an element up to 1,024 tokens of the family's layer, 1.2 ns
+    # from 1,024 to 4,096; validation/probes.py elementwise_curve)
+    elementwise_sizes: tuple = ()
     # time per logit element that the sampling or verification after a pass reads (the argmax,
     # top-k or softmax over each LM-head row: rows x vocab); 0 where it hides under the roofline
     logit_s: float = 0.0
@@ -131,6 +147,9 @@ class HardwareSpec:
         """The YAML profile form (the units `hardware_from_node` reads)."""
         us = 1e6
         table = {"gemm_rows": {int(b) // 1024: [list(p) for p in c] for b, c in self.gemm_rows}} if self.gemm_rows else {}
+        table |= {"kv_sizes": [[b / 2**20, e] for b, e in self.kv_sizes]} if self.kv_sizes else {}
+        table |= {"elementwise_sizes": [[n / 1e6, x * 1e9] for n, x in self.elementwise_sizes]} \
+            if self.elementwise_sizes else {}
         return {"description": self.description, "tflops": {d: f / 1e12 for d, f in self.flops.items()},
                 "memory_tb_s": self.mem_bw / 1e12, "memory_gb": self.mem_bytes / 1e9,
                 "interconnect_gb_s": self.link_bw / 1e9, "devices_per_node": self.devices_per_node,
@@ -141,7 +160,8 @@ class HardwareSpec:
                 "pass_overhead_us": self.pass_overhead_s * us, "index_check_us": self.index_check_s * us,
                 "multi_query_us": self.multi_query_s * us,
                 "batch_query_us": self.batch_query_s * us, "mixed_query_us": self.mixed_query_s * us,
-                "draft_seq_us": self.draft_seq_s * us, "eta_attn": self.eta_attn,
+                "draft_seq_us": self.draft_seq_s * us, "draft_pass_seq_us": self.draft_pass_seq_s * us,
+                "eta_attn": self.eta_attn,
                 "attn_dense": self.attn_dense, "fused_query_us": self.fused_query_s * 1e6,
                 "fused_key_ns": self.fused_key_s * 1e9,
                 "elementwise_ns": self.elementwise_s * 1e9,
@@ -157,9 +177,9 @@ class HardwareSpec:
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
-         "index_check_us", "gemm_rows", "multi_query_us", "batch_query_us",
-         "mixed_query_us", "draft_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
-         "elementwise_ns", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
+         "index_check_us", "gemm_rows", "kv_sizes", "multi_query_us", "batch_query_us",
+         "mixed_query_us", "draft_seq_us", "draft_pass_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
+         "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
 
@@ -226,15 +246,19 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         pass_overhead_s=num("pass_overhead_us", 1e-6, hi=1e9),
         index_check_s=num("index_check_us", 1e-6, hi=1e9),
         gemm_rows=_gemm_rows(f["gemm_rows"]) if "gemm_rows" in f else None,
+        kv_sizes=_size_curve(f["kv_sizes"], 2**20, "MiB", 1.0, 1.0) if "kv_sizes" in f else None,
         multi_query_s=num("multi_query_us", 1e-6, hi=1e9),
         batch_query_s=num("batch_query_us", 1e-6, hi=1e9),
         mixed_query_s=num("mixed_query_us", 1e-6, hi=1e9),
         draft_seq_s=num("draft_seq_us", 1e-6, hi=1e9),
+        draft_pass_seq_s=num("draft_pass_seq_us", 1e-6, hi=1e9),
         eta_attn=num("eta_attn", 1.0, hi=1.0, lo_open=True),
         attn_dense=f["attn_dense"].boolean() if "attn_dense" in f else None,
         fused_query_s=num("fused_query_us", 1e-6, hi=1e6),
         fused_key_s=num("fused_key_ns", 1e-9, hi=1e6),
         elementwise_s=num("elementwise_ns", 1e-9, hi=1e6),
+        elementwise_sizes=_size_curve(f["elementwise_sizes"], 1e6, "million elements", 1e-9, 1e6)
+        if "elementwise_sizes" in f else None,
         logit_s=num("logit_ns", 1e-9, hi=1e6),
         draft_logit_s=num("draft_logit_ns", 1e-9, hi=1e6),
         draft_cand_s=num("draft_cand_us", 1e-6, hi=1e9),
@@ -250,6 +274,8 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
     defaults = {f.name: f.default for f in fields(HardwareSpec) if f.default is not MISSING}  # the optional fields
     defaults |= dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,
                      step_overhead_s=0.0, seq_overhead_s=0.0, alloc_op_s=0.0, allreduce_latency_s=0.0)
+    if spec["draft_pass_seq_s"] is None and spec["draft_seq_s"] is not None:  # every pass alike (before 0.14.0)
+        spec["draft_pass_seq_s"] = spec["draft_seq_s"]
     for key, value in list(spec.items()):
         if value is None:
             spec[key] = merged.get(key, defaults.get(key))
@@ -266,6 +292,19 @@ def _speed_rates(node: Node) -> tuple:
     if rates[-1] <= 0:
         raise node.error("expected some positive rate (the quantiles are scaled to mean 1)")
     return rates
+
+
+def _size_curve(node: Node, size_unit: float, size_name: str, value_unit: float, hi: float) -> tuple:
+    """`[[size, value], ...]` (kv_sizes: MiB and eta_kv; elementwise_sizes: million elements and
+    ns): sizes ascending, values positive and at most `hi`; in SI units (x size_unit, value_unit)."""
+    out: list = []
+    for item in node.seq(min_len=1):
+        pair = item.seq(min_len=2, max_len=2)
+        size, value = pair[0].number(lo=0, lo_open=True, hi=1e9), pair[1].number(lo=0, lo_open=True, hi=hi)
+        if out and size * size_unit <= out[-1][0]:
+            raise pair[0].error(f"sizes must ascend: {size:g} {size_name} follows {out[-1][0] / size_unit:g}")
+        out.append((size * size_unit, value * value_unit))
+    return tuple(out)
 
 
 def _gemm_rows(node: Node) -> tuple:

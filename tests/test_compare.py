@@ -135,19 +135,22 @@ def test_sim_trace_takes_the_measured_match_only_where_the_trace_gave_none(tmp_p
 
 
 def test_grouped_profile_cuts_requests_by_tokens_per_step():
-    """Requests ordered by tokens per step and cut into equal groups, each group's own form
-    weighing its share; too few requests: the pooled form."""
+    """Requests ordered by tokens per step and cut into groups of the given size, each group's
+    own form weighing its share; fewer than two groups' worth: the pooled form."""
     from validation.measure import grouped_profile
     chain = SimpleNamespace(name="eagle", tree_nodes=None)
     # request i drafts 10 steps at depth 2 and accepts both drafts on i of them, none on the rest
     reqs = {i: ({(2, 2): i, (2, 0): 10 - i}, {}) for i in range(8)} | {99: ({}, {})}
-    doc = grouped_profile(chain, reqs, groups=4)
+    doc = grouped_profile(chain, reqs, size=2)
     assert [c["weight"] for c in doc["mixture"]] == [0.25] * 4
     firsts = [c["per_depth"][0] for c in doc["mixture"]]
     assert firsts == sorted(firsts) and firsts[0] == pytest.approx(1 / 20) and firsts[-1] == pytest.approx(13 / 20)
-    pooled = grouped_profile(chain, reqs, groups=5)  # 8 requests drafted: fewer than two a group
+    pooled = grouped_profile(chain, reqs, size=5)  # 8 requests drafted: one group of 5
     assert pooled["per_depth"][0] == pytest.approx(28 / 80)
     tree = SimpleNamespace(name="eagle", tree_nodes=8)
     ranked = {i: ({(2, 1): 1}, {(1, i % 2): 3, (2, 0): 1}) for i in range(4)}
-    doc = grouped_profile(tree, ranked, groups=2)
+    doc = grouped_profile(tree, ranked, size=2)
     assert all(len(c["rank_depth"][0]) == 10 for c in doc["mixture"])
+    # the groups' count grows with the requests: 64 of them in groups of 4 -> 16 groups
+    many = {i: ({(2, 2): i % 11, (2, 0): 10 - i % 11}, {}) for i in range(64)}
+    assert len(grouped_profile(chain, many)["mixture"]) == 64 // 4

@@ -183,6 +183,60 @@ def test_bad_matmul_curves_are_rejected(bad, msg):
         device("cpu", gemm_rows=bad)
 
 
+def test_gather_rate_follows_the_measured_size_curve(tmp_path):
+    """With kv_sizes, a layer's KV read of b bytes (every sequence's K and V in the pass) runs at
+    the eta_kv measured for that size: exactly at a measured size, log-interpolated between,
+    held beyond the ends; the rest of the step is unchanged. It round-trips through a profile."""
+    import math
+    m = model("llama-3.2-1b")
+    flat = device("cpu", eta_kv=0.5)
+    curved = device("cpu", eta_kv=0.5, kv_sizes=[[8, 0.5], [128, 0.25]])
+    assert curved.kv_sizes == ((8 * 2**20, 0.5), (128 * 2**20, 0.25))
+    base, cur = ForwardCost(m, flat), ForwardCost(m, curved)
+    per_tok = base.kv_tok
+    for batch, ctx in ((1, 100), (4, 2000), (16, 2000), (64, 4000)):
+        w = decode(batch, ctx)
+        b = per_tok * (w.kv_read + w.tokens)  # a layer's gathered bytes
+        mib = b / 2**20
+        eta = 0.5 if mib <= 8 else 0.25 if mib >= 128 else 0.5 + (0.25 - 0.5) * math.log(mib / 8) / math.log(16)
+        want = m.layers * b / (base.bw * eta) - m.layers * b / (base.bw * 0.5)
+        assert cur(w).time - base(w).time == pytest.approx(want, rel=1e-9, abs=1e-15)
+    assert cur(decode(1, 100)).time == pytest.approx(base(decode(1, 100)).time, rel=1e-12)  # below the curve
+    assert round_trip(curved, tmp_path).kv_sizes == curved.kv_sizes
+
+
+def test_elementwise_passes_follow_the_measured_size_curve(tmp_path):
+    """With elementwise_sizes, a layer's passes over n = tokens x elementwise_elems elements cost n
+    times the time per element measured for n (log-interpolated, held beyond the ends) instead
+    of elementwise_ns; nothing else in the step changes. It round-trips through a profile."""
+    import math
+    from sim.cost import elementwise_elems
+    m = model("tiny")
+    el = elementwise_elems(m)[0]
+    flat = device("cpu", elementwise_ns=0.0)
+    curved = device("cpu", elementwise_ns=5.0, elementwise_sizes=[[1.0, 1.0], [16.0, 2.0]])
+    base, cur = ForwardCost(m, flat), ForwardCost(m, curved)
+    for tokens in (4, 256, 1024, 4096, 16384):
+        w = Work(tokens=tokens, seqs=1, pairs=tokens * (tokens + 1) // 2, kv_read=0, lm_tokens=1)
+        n = el * tokens
+        ns = 1.0 if n <= 1e6 else 2.0 if n >= 16e6 else 1.0 + math.log(n / 1e6) / math.log(16)
+        assert cur(w).time - base(w).time == pytest.approx(m.layers * n * ns * 1e-9, rel=1e-9)
+    back = round_trip(curved, tmp_path).elementwise_sizes
+    assert [a for a, _ in back] == pytest.approx([1e6, 16e6]) and [b for _, b in back] == pytest.approx([1e-9, 2e-9])
+
+
+@pytest.mark.parametrize("field,bad,msg", [("kv_sizes", [[32, 0.5], [8, 0.4]], "ascend"), ("kv_sizes", [[8, 1.5]], "1"),
+                                           ("kv_sizes", [[8, 0.0]], "0"), ("kv_sizes", [[8]], "2"),
+                                           ("kv_sizes", {8: 0.5}, "list"),
+                                           ("elementwise_sizes", [[4, 1.0], [4, 2.0]], "ascend"),
+                                           ("elementwise_sizes", [[4, -1.0]], "0")])
+def test_bad_size_curves_are_rejected(field, bad, msg):
+    from sim.errors import SpecError
+    with pytest.raises(SpecError, match=msg) as e:
+        device("cpu", **{field: bad})
+    assert field in str(e.value)
+
+
 def test_multi_query_host_time_only_when_a_sequence_has_several_queries():
     m = model("tiny")
     base, extra = device("cpu"), device("cpu", multi_query_us=300.0)
@@ -198,9 +252,10 @@ def test_measured_curves_and_multi_query_round_trip(tmp_path):
     assert h2.gemm_rows == h.gemm_rows and h2.multi_query_s == pytest.approx(250e-6)
 
 
-def test_drafter_host_time_per_sequence_per_pass():
+def test_drafter_host_time_per_sequence_per_pass(tmp_path):
     """draft_seq_us is charged once per sequence per drafter pass (compiled and direct pricing
-    alike) and once per sequence for Medusa's single pass."""
+    alike) and once per sequence for Medusa's single pass, where no draft_pass_seq_us is given;
+    with one, the passes after the first pay it per sequence."""
     from sim.drafters import PassPricer, medusa_cost
     m = model("tiny")
     base, extra = device("cpu"), device("cpu", draft_seq_us=100.0)
@@ -210,6 +265,14 @@ def test_drafter_host_time_per_sequence_per_pass():
             assert d == pytest.approx(len(passes) * n * 100e-6, rel=1e-9), how
     d = medusa_cost(m, extra, 1, 4, 3).time - medusa_cost(m, base, 1, 4, 3).time
     assert d == pytest.approx(3 * 100e-6, rel=1e-9)
+    # with draft_pass_seq_us the passes after a step's first pay that instead
+    split = device("cpu", draft_seq_us=100.0, draft_pass_seq_us=30.0)
+    assert split.draft_pass_seq_s == pytest.approx(30e-6) and extra.draft_pass_seq_s == pytest.approx(100e-6)
+    for n, passes in ((1, (1, 1, 1)), (4, (4, 8, 8)), (3, (5,))):
+        for how in ("__call__", "direct"):
+            d = getattr(PassPricer(m, split, 1), how)(n, 500, passes).time - getattr(PassPricer(m, base, 1), how)(n, 500, passes).time
+            assert d == pytest.approx(n * (100e-6 + (len(passes) - 1) * 30e-6), rel=1e-9), how
+    assert round_trip(split, tmp_path).draft_pass_seq_s == pytest.approx(30e-6)
 
 
 def test_medusa_heads_read_their_lm_heads_once_and_pay_no_forward_overhead():

@@ -131,9 +131,13 @@ def test_speedup_falls_with_concurrency_and_survives_long_context(tmp_path):
 
 
 @pytest.mark.parametrize("hardware", [None, {"preset": "cpu", "attn_dense": True, "eta_attn": 0.3,
-                                              "multi_query_us": 200.0, "batch_query_us": 150.0}])
+                                              "multi_query_us": 200.0, "batch_query_us": 150.0,
+                                              "kv_sizes": [[1, 0.9], [64, 0.6], [2048, 0.3]],
+                                              "elementwise_sizes": [[0.1, 1.0], [100, 3.0]]}])
 def test_passpricer_compiled_equals_direct(tmp_path, hardware):
-    """Also on a CPU-like profile: attention's roofs added (attn_dense), query host terms."""
+    """Also on a CPU-like profile: attention's roofs added (attn_dense), query host terms, the
+    gather's and the elementwise passes' rates by size (the gather's is not linear in the
+    context, which the compiled form otherwise assumes)."""
     trace = make_trace(tmp_path, model="llama-3.1-8b", **({"hardware": hardware} if hardware else {}))
     p = PassPricer(eagle_head(trace.model), trace.hardware, 1, fuse_input=True)
     for n, ctx, toks in [(3, 1800, [3, 30, 30, 30]), (64, 64 * 4000, [64] + [640] * 5), (1, 10, [1]),
@@ -159,7 +163,9 @@ def test_speculative_runs_equal_step_by_step(tmp_path, paging, arrival):
                        hardware={"preset": "h100-sxm", "multi_query_us": 20, "batch_query_us": 10,
                                  "mixed_query_us": 30,  # the host terms of several- and mixed-query passes
                                  "verify_call_us": 40, "tree_call_us": 20, "tree_node_us": 1, "pack_node_us": 0.5,
-                                 "fused_query_us": 0.3, "fused_key_ns": 7.0},
+                                 "fused_query_us": 0.3, "fused_key_ns": 7.0,
+                                 # per-size gather and elementwise rates (log-interpolated by each step's size)
+                                 "kv_sizes": [[0.5, 0.9], [64, 0.5]], "elementwise_sizes": [[0.01, 0.01], [10, 0.05]]},
                        workload={"arrival": arrival, "requests": 30,
                                  "output_tokens": {"dist": "uniform", "min": 20, "max": 120}},
                        speculation=[EAGLE2, EAGLE, ALL[3], {**EAGLE, "label": "table", "policy": {

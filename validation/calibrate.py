@@ -21,8 +21,10 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
 - matmul rate: square fp32 GEMM, 2n^3 / time -> `tflops.fp32` (this CPU has no bf16 units: bf16
   runs at the fp32 rate), `eta_compute` 1.0 (the rate is already the achieved one);
 - launch: the engine's host time per layer of the trained family's shape (a bare decode forward
-  of 1 vs 6 such layers, less the same model's weight products at one row, timed beside it:
-  `validation.probes.layer_probes`), spread over the cost model's KERNELS_PER_LAYER operations
+  of 1 vs 6 such layers, less what the cost model charges for the layer's weight products at
+  one row on the measured curves: `validation.probes.layer_probes`, `layer_products_time`; the
+  products timed beside it ran warm, 135 us a layer against 253 us priced, and a grid whose
+  family points read +12% to +27% had taken the warm time off), spread over the cost model's KERNELS_PER_LAYER operations
   -> `launch_us` (a one-element op is reported beside it). Beyond its products such a layer
   took 130-250 us (20-45%) more than a hidden-64 layer here, in five runs; the figures below
   take the hidden-64 probe model's own layer (`probe_layer_s`) off its calls;
@@ -43,7 +45,11 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   the single queries in a call of their own: a batch in which some sequence drafted nothing,
   or a prefill chunk beside decodes); the
   growth per sequence of a speculative step (one MTP module, batch 1 and 16) beyond a decode
-  step's -> `draft_seq_us` (per sequence per drafter pass);
+  step's -> `draft_seq_us` (per sequence of a step's first drafter pass); the engine's EAGLE
+  drafter (random) drafting chains of 1 and 5 at batch 1 and 16, its drafting time's growth
+  per sequence per extra pass -> `draft_pass_seq_us` (30-40 us here, against 140 us for
+  draft_seq_us: a depth-5 EAGLE chain at concurrency 32 had read +31% drafting, a 4-deep draft
+  model +46%, with every pass charged draft_seq_us);
 - allocator: one page-pool operation of `sim.kv.KVAllocator` -> `alloc_op_us`;
 - small matmuls (CPU): a (M x 1024) @ (1024 x 4096) product at M = 16..128 against the GEMM peak
   -> `gemm_half_rows` M0 (the rate at M rows is peak * M / (M + M0)); and the measured curves
@@ -53,7 +59,10 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   peak. CPU BLAS changes kernels with M (4 rows can cost 1.5x 3 rows) and its rate depends on
   the matrix size, which no one-parameter curve follows;
 - KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each (one query
-  head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`;
+  head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`; on a CPU the
+  same at 8, 32 and 128 MiB a call -> `kv_sizes` (4.0-4.4 GB/s up to 34 MB here, 3.1 GB/s at
+  134 MB, where the copy spills the last-level cache; the grid's Llama-shaped decoding of 16
+  sequences at context 2,048, 128 MiB a layer, had read -9% and its chains -5% to -20%);
 - attention products: the engine's paged attention verifying chains of 8 and of 64 tokens (a
   root and its drafts, ancestor masks and all) in 16 sequences (4 query heads on 2 KV heads)
   after 128 and after 1,024 keys, each context's pair interleaved. A call is taken to be a
@@ -131,14 +140,15 @@ import torch  # noqa: E402
 from engine.host_memory import retain_freed_memory  # noqa: E402
 from sim.cost import KERNELS_PER_LAYER  # noqa: E402
 from sim.speed import drift_of, spread_of  # noqa: E402
-from validation.probes import (ATTN_CONTEXTS, ATTN_FEW, ATTN_MANY, EW_TOKENS, KV_GATHER_BYTES,  # noqa: E402
+from validation.probes import (ATTN_CONTEXTS, ATTN_FEW, ATTN_MANY, EW_PAIR, EW_TOKENS, KV_SEQS, KV_CONTEXT, KV_SIZES,  # noqa: E402
                                LOGIT_VOCABS, DRAFT_TREE_TOPK, VERIFY_SEQS, allocator_op, attention_figures,
                                attention_probe,
-                               draft_cand_time, draft_logit_probe, draft_logit_time, draft_tree_probe,
-                               elementwise_probe, elementwise_time,
-                               engine_step, forward_probe, interleaved_times, kv_gather_probe, logit_probe,
+                               draft_cand_time, draft_logit_probe, draft_pass_probe, draft_pass_time, draft_logit_time, draft_tree_probe,
+                               elementwise_curve, elementwise_probe, elementwise_time,
+                               engine_step, forward_probe, interleaved_times, kv_gather_bytes, kv_gather_probe,
+                               kv_size_curve, logit_probe,
                                logit_time, matmul_probes, mean_time, SPEED_BLOCK_S, SPEED_WINDOW_S,
-                               speed_probe, verify_host_figures, verify_host_probe, layer_probes, layer_time)
+                               speed_probe, verify_host_figures, verify_host_probe, layer_probes, layer_products_time, layer_time)
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_SIZES = ((256, 768), (512, 2048), (1024, 4096), (2048, 8192))  # (k, n): 0.75, 4, 16, 64 MiB fp32
@@ -199,11 +209,13 @@ class Calibration:
             probes["layers"] = paired(layer_probes(1, device) | layer_probes(DEEP, device), 10)
         probes["engine"] = lambda: {f"{name}{k}": engine_step(k, device, scheme)
                                     for name, scheme in (("engine", "none"), ("mtp", "mtp")) for k in (1, 16)}
+        probes["draft_passes"] = lambda: draft_pass_probe(device)
         # two calls each where the working set fits in cache (the first refills what the copy
         # probe swept out; an engine step finds part of what the previous step touched)
         probes |= {("curve", *key): timed(fn, 2) for key, (fn, _) in self.curves.items()}
         probes |= {("half", *key): timed(fn, 2) for key, (fn, _) in self.halves.items()}
-        probes["kv_gather"] = timed(kv_gather_probe(device), 2)
+        # each size on its own, two calls (the first refills what the copy probe swept out)
+        probes |= {f"kv{s}x{c}": timed(kv_gather_probe(device, s, c), 2) for s, c in KV_SIZES}
         probes["speed"] = speed_probe(device, 0.3 if small else SPEED_WINDOW_S)  # (start, a window's block rates)
         probes["logits"] = paired({f"logits{v}": logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
         probes["verify_host"] = paired(verify_host_probe(device), 20)
@@ -267,12 +279,13 @@ class Calibration:
         # the probe models' own layers (hidden 64), which the figures below take off their calls
         per_layer = max(0.0, (t[f"forward{DEEP}"] - t["forward1"]) / (DEEP - 1))
         per_seq = max(0.0, (t["engine16"] - t["engine1"]) / 15)
-        out |= {"layer_s": layer_time(t, DEEP) if "layer1" in t else per_layer, "probe_layer_s": per_layer,
+        out |= {"probe_layer_s": per_layer,
                 "seq_s": per_seq, "step_s": max(0.0, t["engine1"] - per_layer - per_seq),
                 "pass_s": max(0.0, t["unchecked1"] - per_layer),
                 "index_check_s": max(0.0, t["forward1"] - t["unchecked1"]),
                 "multi_query_s": max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer),
-                "draft_seq_s": max(0.0, (t["mtp16"] - t["mtp1"]) / 15 - per_seq)}
+                "draft_seq_s": max(0.0, (t["mtp16"] - t["mtp1"]) / 15 - per_seq),
+                "draft_pass_seq_s": draft_pass_time(t)}
         batched = (t[f"verifies{DEEP}"] - t["verifies1"] - t[f"decodes{DEEP}"] + t["decodes1"]) / (DEEP - 1)
         out["batch_query_s"] = max(0.0, batched - out["multi_query_s"])
         # half the sequences verifying, half decoding, against all verifying: per layer
@@ -286,11 +299,19 @@ class Calibration:
             for (kib, m), (_, flops) in self.curves.items():
                 table.setdefault(kib, []).append([m, round(flops / (t[("curve", kib, m)] * peak), 4)])
             out["gemm_rows"] = table
-        out["kv_gather_bw"] = KV_GATHER_BYTES / t["kv_gather"]
+        # a family-shaped layer's host time beyond what the cost model charges for its products
+        out["layer_s"] = layer_time(t, DEEP, layer_products_time(out.get("gemm_rows", {}), peak, out["stream_bw"])) \
+            if "layer1" in t else per_layer
+        out["kv_gather_bw"] = kv_gather_bytes() / t[f"kv{KV_SEQS}x{KV_CONTEXT}"]
+        out["kv_sizes"] = []
+        if self.serial:  # the curve's rate at the middle size is the gather rate, its call's fixed part out
+            out["kv_sizes"] = kv_size_curve(t, out["stream_bw"])
+            out["kv_gather_bw"] = out["kv_sizes"][1][1] * out["stream_bw"]
         out["eta_attn"], out["fused_query_s"], out["fused_key_s"] = attention_figures(t, out["kv_gather_bw"], peak) \
             if self.serial else (1.0, 0.0, 0.0)
         out["attn_dense"] = self.serial
-        out["elementwise_s"] = elementwise_time(*(t[f"ew{n}"] for n in EW_TOKENS)) if self.serial else 0.0
+        out["elementwise_s"] = elementwise_time(*(t[f"ew{n}"] for n in EW_PAIR)) if self.serial else 0.0
+        out["elementwise_sizes"] = elementwise_curve(t) if self.serial else []
         # (the engine-step probes' own 256-entry logits, under a microsecond a sequence, stay in seq_s)
         out["logit_s"] = logit_time(*(t[f"logits{v}"] for v in LOGIT_VOCABS))
         out["draft_logit_s"] = draft_logit_time(*(t[f"dlogits{v}"] for v in LOGIT_VOCABS))
@@ -325,9 +346,9 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # {m['multi_query_s'] * 1e6:.0f} us more per layer to verify
 # ({m['batch_query_s'] * 1e6:.0f} us more where several sequences verify, {m['mixed_query_s'] * 1e6:.0f} us more
 # where others beside them decode),
-# {m['draft_seq_s'] * 1e6:.0f} us per sequence per drafter pass;
+# {m['draft_seq_s'] * 1e6:.0f} us per sequence of a step's first drafter pass, {m['draft_pass_seq_s'] * 1e6:.0f} us of each later one;
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
-# paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s; verify attention products at
+# paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s{f" ({m['kv_sizes'][-1][1] * m['stream_bw'] / 1e9:.2f} GB/s over {m['kv_sizes'][-1][0]:.0f} MiB)" if m.get('kv_sizes') else ''}; verify attention products at
 # {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}, {m['fused_query_s'] * 1e6:.2f} us per query head
 # verifying drafts and {m['fused_key_s'] * 1e9:.1f} ns per key and query head; elementwise passes
 # {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element,
@@ -351,10 +372,12 @@ alloc_op_us: {m['alloc_op_s'] * 1e6:.3f}
 allreduce_latency_us: 0
 gemm_half_rows: {m['gemm_half_rows']:.2f}
 eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
+{('kv_sizes: ' + str(m['kv_sizes'])) if m.get('kv_sizes') else '# kv_sizes: none measured (eta_kv at every size)'}
 eta_attn: {m['eta_attn']:.4f}
 fused_query_us: {m['fused_query_s'] * 1e6:.3f}
 fused_key_ns: {m['fused_key_s'] * 1e9:.3f}
 elementwise_ns: {m['elementwise_s'] * 1e9:.4f}
+{('elementwise_sizes: ' + str(m['elementwise_sizes'])) if m.get('elementwise_sizes') else '# elementwise_sizes: none measured (elementwise_ns at every size)'}
 logit_ns: {m['logit_s'] * 1e9:.4f}
 verify_call_us: {m['verify_call_s'] * 1e6:.1f}
 tree_call_us: {m['tree_call_s'] * 1e6:.1f}
@@ -373,6 +396,7 @@ multi_query_us: {m['multi_query_s'] * 1e6:.1f}
 batch_query_us: {m['batch_query_s'] * 1e6:.1f}
 mixed_query_us: {m['mixed_query_s'] * 1e6:.1f}
 draft_seq_us: {m['draft_seq_s'] * 1e6:.1f}
+draft_pass_seq_us: {m['draft_pass_seq_s'] * 1e6:.1f}
 """ + _gemm_rows_yaml(m.get("gemm_rows"))
 
 

@@ -15,7 +15,7 @@
    depth j, depths < j accepted) for chains, per-rank rates for static trees, a fitted confidence
    model for EAGLE-2; written to DIR/acceptance-<label>.json and read as `{measured: ...}`.
    Prompts differ in how predictable they are, and a run lasts as long as its slowest requests:
-   the requests are cut into validation.measure.GROUPS groups by their tokens per step (over
+   the requests are cut into groups of validation.measure.GROUP_SIZE by their tokens per step (over
    every run: the same prompts each time) and the file holds a `mixture` of the groups' forms,
    one drawn per simulated request (validation.measure.grouped_profile).
    They are measured over the steps that drafted. A sequence-step that could draft (depth above

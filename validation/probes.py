@@ -85,17 +85,47 @@ def matmul_probes(device: str, sizes, rows, pool_bytes: int = 64 << 20) -> dict:
     return out
 
 
-KV_SEQS, KV_CONTEXT, KV_HEADS, KV_DIM = 8, 1024, 8, 64
-KV_GATHER_BYTES = 2 * KV_SEQS * KV_CONTEXT * KV_HEADS * KV_DIM * 4  # K and V, fp32
+KV_HEADS, KV_DIM = 8, 64
+# the gather probes' (sequences, keys each): 8, 32 and 128 MiB of K and V a call. The middle one
+# gives eta_kv; all three its curve over sizes (kv_sizes: here 4.0-4.4 GB/s up to 34 MB, 3.1 GB/s
+# at 134 MB, once the copy spills the 300 MB last-level cache it shares with the cache it reads)
+KV_SIZES = ((8, 256), (8, 1024), (16, 2048))
+KV_SEQS, KV_CONTEXT = KV_SIZES[1]
 
 
-def kv_gather_probe(device: str):
-    """The engine's paged attention with KV_SEQS sequences each decoding one token over
-    KV_CONTEXT keys (KV_HEADS KV heads of KV_DIM, fp32), KV_GATHER_BYTES per call. One query
-    head per KV head, so the scores' FLOPs stay small beside the gather: the cost model prices
-    them separately, on the compute roof (a GQA group of 4 read as bandwidth would charge a
-    model with groups of 2 for FLOPs it does not do)."""
-    return _paged_attention_call(device, KV_SEQS, KV_CONTEXT - 1, 1, KV_HEADS, KV_HEADS)
+def kv_gather_bytes(seqs: int = KV_SEQS, context: int = KV_CONTEXT) -> int:
+    """Bytes of K and V (fp32) that kv_gather_probe reads a call."""
+    return 2 * seqs * context * KV_HEADS * KV_DIM * 4
+
+
+def kv_gather_probe(device: str, seqs: int = KV_SEQS, context: int = KV_CONTEXT):
+    """The engine's paged attention with `seqs` sequences each decoding one token over `context`
+    keys (KV_HEADS KV heads of KV_DIM, fp32), kv_gather_bytes per call. One query head per KV
+    head, so the scores' FLOPs stay small beside the gather: the cost model prices them
+    separately, on the compute roof (a GQA group of 4 read as bandwidth would charge a model
+    with groups of 2 for FLOPs it does not do)."""
+    return _paged_attention_call(device, seqs, context - 1, 1, KV_HEADS, KV_HEADS)
+
+
+def kv_size_curve(t: dict, stream_bw: float) -> list[list[float]]:
+    """[[MiB, eta_kv], ...] from the gather probes' mean times `t` ("kv{seqs}x{context}" for
+    each of KV_SIZES): each size's rate (average_per_unit: a call's fixed part left out, which
+    the layer's host time, launch_us, holds) against the weight-streaming bandwidth, at most 1."""
+    sizes = [kv_gather_bytes(s, c) for s, c in KV_SIZES]
+    per_byte = average_per_unit(sizes, [t[f"kv{s}x{c}"] for s, c in KV_SIZES])
+    return [[b / 2**20, round(min(1.0, 1.0 / (x * stream_bw)), 4)] for b, x in zip(sizes, per_byte)]
+
+
+def average_per_unit(sizes: list[float], times: list[float]) -> list[float]:
+    """Each size's time per unit (byte, element) from one probe's mean times at ascending sizes,
+    the calls' fixed part left out: between consecutive sizes the extra time per extra unit is
+    that stretch's rate (never below 1e-15); a size up to the second reads at the first rate
+    all along, a larger one adds each later stretch at its own."""
+    rates = [max(1e-15, (t1 - t0) / (b1 - b0)) for b0, b1, t0, t1 in zip(sizes, sizes[1:], times, times[1:])]
+    ends = [sizes[0] * rates[0], sizes[1] * rates[0]]  # each size's time, its fixed part out
+    for k in range(1, len(rates)):
+        ends.append(ends[-1] + (sizes[k + 1] - sizes[k]) * rates[k])
+    return [e / b for b, e in zip(sizes, ends)]
 
 
 ATTN_SEQS, ATTN_HEADS, ATTN_FEW, ATTN_MANY = 16, 4, 8, 64  # 16 sequences: the concurrency the comparisons reach
@@ -167,10 +197,12 @@ def attention_figures(t: dict, gather_bw: float, peak: float) -> tuple[float, fl
     return eta, max(0.0, per_query) / H, max(0.0, per_key - read) / H
 
 
-# tokens of the elementwise probe's two sizes (their difference per element -> elementwise_ns): where
-# the passes matter (prefill chunks, batched trees), beyond the layer's L2-resident sizes; the
-# per-element time grows with the size (64 -> 256 tokens: 0.8-1.4 ns, 512 -> 2048: 1.5-3 ns here)
-EW_TOKENS = (256, 1024)
+# tokens of the elementwise probe's sizes: the per-element time grows with the size once the
+# passes leave the L2 cache (here 0.9 ns an element from 64 to 1,024 tokens of the family's layer,
+# 1.2 ns from 1,024 to 4,096: a closed batch of 32 prompts prefills 4,096 tokens in one step).
+# elementwise_ns is the EW_PAIR stretch (prefill chunks, batched trees); elementwise_sizes all
+EW_TOKENS = (64, 256, 1024, 4096)
+EW_PAIR = (256, 1024)
 EW_SPEC = ModelSpec(name="elementwise-probe", layers=1, hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=768,
                     vocab=256, bytes_per_weight=4, bytes_per_kv=4)  # the trained family's layer
 
@@ -213,10 +245,21 @@ def extra_per_unit(t_small: float, t_large: float, units: float) -> float:
 
 
 def elementwise_time(t_small: float, t_large: float) -> float:
-    """Seconds per activation element from elementwise_probe at EW_TOKENS' two sizes (0 if not slower)."""
+    """Seconds per activation element from elementwise_probe at EW_PAIR's two sizes (0 if not slower)."""
     from sim.cost import elementwise_elems
-    small, large = EW_TOKENS
+    small, large = EW_PAIR
     return extra_per_unit(t_small, t_large, (large - small) * elementwise_elems(EW_SPEC)[0])
+
+
+def elementwise_curve(t: dict) -> list[list[float]]:
+    """[[million elements, ns per element], ...] from elementwise_probe's mean times `t`
+    ("ew{tokens}" for each of EW_TOKENS): a layer's passes over that many activation elements
+    (sim.cost.elementwise_elems per token), their average time per element with each
+    operation's fixed host time left out (average_per_unit; launch_us holds it)."""
+    from sim.cost import elementwise_elems
+    elems = [n * elementwise_elems(EW_SPEC)[0] for n in EW_TOKENS]
+    per = average_per_unit(elems, [t[f"ew{n}"] for n in EW_TOKENS])
+    return [[round(e / 1e6, 4), round(x * 1e9, 4)] for e, x in zip(elems, per)]
 
 
 LOGIT_SEQS, LOGIT_NODES, LOGIT_VOCABS = 4, 31, (1024, 8192)
@@ -406,31 +449,77 @@ def _probe_forward(layers, device, nodes, seqs, check, plain, shape):
 
 def layer_probes(layers: int, device: str) -> dict:
     """A bare decode forward of a random model with `layers` layers of the trained family's shape
-    (EW_SPEC), and that model's weight products alone at one row, as its forward runs them
-    (`x @ W.T`, each layer's four matrices in turn): `layer{layers}` and `layermm{layers}`.
-    Their difference is the host time of a real-sized layer (`layer_time`): measured here,
-    130-250 us a layer more than a HOST_SPEC layer, once the products are taken off."""
-    fwd, model = _probe_forward(layers, device, 0, 1, True, 0, EW_SPEC)
-    x = torch.randn(1, EW_SPEC.hidden, device=device)  # (1, H)
-    y = torch.randn(1, EW_SPEC.ffn, device=device)  # (1, F)
-
-    def products():
-        return [(x @ layer.wqkv.T, x @ layer.wo.T, x @ layer.w_gate_up.T, y @ layer.w_down.T)
-                for layer in model.layers]
-
-    return {f"layer{layers}": fwd, f"layermm{layers}": products}
+    (EW_SPEC): `layer{layers}`. Its growth per layer, less what the cost model charges for the
+    layer's weight products (`layer_time`), is the host time of a real-sized layer: measured here,
+    130-250 us a layer more than a HOST_SPEC layer."""
+    fwd, _ = _probe_forward(layers, device, 0, 1, True, 0, EW_SPEC)
+    return {f"layer{layers}": fwd}
 
 
-def layer_time(t: dict, deep: int) -> float:
+def layer_products_time(gemm_rows: dict, peak: float, stream_bw: float) -> float:
+    """What the cost model charges for one EW_SPEC layer's weight products at one row, on the
+    measured matmul curves (`gemm_rows`: {KiB: [[rows, fraction], ...]}) and streaming rate: the
+    larger of their compute and their weights' streaming time. The layer probes' products run
+    warm (the model's 3 MB a layer stay in the last-level cache between its forwards, as the
+    family's do in a served step): 135 us a layer here, where the curves, measured on 64 MiB of
+    distinct matrices, price 253 us. Taking off the price instead keeps a step of the family's
+    shape right (its host time plus the priced products is the layer as timed)."""
+    from dataclasses import replace
+
+    from sim.cost import ForwardCost
+    from sim.hardware import hardware_from_node
+    from sim.specio import Node
+    curves = {kib: [list(p) for p in c] for kib, c in gemm_rows.items()}
+    hw = hardware_from_node(Node({"preset": "cpu", "tflops": {"fp32": peak / 1e12}, "memory_tb_s": stream_bw / 1e12,
+                                  "eta_compute": 1.0, "eta_memory": 1.0, "launch_us": 0.0}
+                                 | ({"gemm_rows": curves} if curves else {}), None, "hardware"), Path("."))
+    cost = ForwardCost(replace(EW_SPEC, layers=1), hw, lm_head=False)
+    _, _, _, compute, memory = cost._token_part(1, 0)
+    return max(compute, memory)
+
+
+def layer_time(t: dict, deep: int, products_s: float) -> float:
     """A real-sized layer's host time from layer_probes at 1 and `deep` layers (their mean
-    times): the forwards' difference per layer, less the products' (the matmul curves price those)."""
-    return extra_per_unit(t["layer1"] - t["layermm1"], t[f"layer{deep}"] - t[f"layermm{deep}"], deep - 1)
+    times): the forwards' difference per layer, less `products_s`, the cost model's price of
+    the layer's products (layer_products_time); never negative."""
+    return max(0.0, extra_per_unit(t["layer1"], t[f"layer{deep}"], deep - 1) - products_s)
 
 
 def engine_step(batch: int, device: str, scheme: str = "none") -> float:
     """Mean decode-step duration of the engine (its own clock) on a 1-layer tiny random model,
     `batch` sequences decoding 48 tokens each after a 16-token prompt, with `scheme` (mtp: one
     module drafting one token per step)."""
+    entry = {"scheme": scheme} | ({"depth": 1} if scheme == "mtp" else {})
+    return float(statistics.mean(_decode_steps(batch, device, entry, 48)["duration"]))
+
+
+DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS = (1, 5), (1, 16)
+
+
+def draft_pass_probe(device: str) -> dict:
+    """The engine's EAGLE drafter (a random head on engine_step's model) drafting chains of
+    DRAFT_PASS_DEPTHS' depths (1 pass a step, and 5: the root pass and 4 more) for
+    DRAFT_PASS_SEQS' sequences: {"dpass{depth}b{seqs}": mean drafting time of a decode step (the
+    engine times its planner's call)}. Random drafts are rejected, so every step drafts the
+    whole chain (draft_pass_time)."""
+    return {f"dpass{d}b{b}": float(statistics.mean(_decode_steps(b, device, {"scheme": "eagle", "depth": d}, 24)["draft_time"]))
+            for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
+
+
+def draft_pass_time(t: dict) -> float:
+    """Host time per sequence of each drafter pass after a step's first, from draft_pass_probe's
+    times: the growth per sequence of the deep chain's drafting beyond the one-pass chain's,
+    per extra pass (never negative). Here 30-40 us, against 40-50 us a sequence for the first
+    pass and 140 us that a speculative step grows by per sequence (draft_seq_us)."""
+    (d0, d1), (b0, b1) = DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS
+    grow = (t[f"dpass{d1}b{b1}"] - t[f"dpass{d1}b{b0}"]) - (t[f"dpass{d0}b{b1}"] - t[f"dpass{d0}b{b0}"])
+    return max(0.0, grow / (b1 - b0) / (d1 - d0))
+
+
+def _decode_steps(batch: int, device: str, entry: dict, tokens: int) -> dict:
+    """The step columns (numpy arrays) of the decode steps with every sequence in them, of the
+    engine on a 1-layer tiny random model (hidden 64), `batch` sequences decoding `tokens` tokens
+    each after a 16-token prompt with the speculation `entry`."""
     import tempfile
 
     import yaml
@@ -444,8 +533,8 @@ def engine_step(batch: int, device: str, scheme: str = "none") -> float:
                        "kv_pages": 64 * batch, "paging": "indexshare"},
            "workload": {"requests": batch, "arrival": {"process": "closed", "concurrency": batch},
                         "prompt_tokens": {"dist": "fixed", "value": 16},
-                        "output_tokens": {"dist": "fixed", "value": 48}},
-           "speculation": [{"scheme": scheme} | ({"depth": 1} if scheme == "mtp" else {})],
+                        "output_tokens": {"dist": "fixed", "value": tokens}},
+           "speculation": [entry],
            "engine": {"checkpoint": {"random_shape": "tiny", "layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2,
                                      "head_dim": 16, "ffn": 128, "vocab": 256}, "device": device}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -455,10 +544,10 @@ def engine_step(batch: int, device: str, scheme: str = "none") -> float:
     source = resolve(trace)
     model = source.build()
     res = run_scheme(trace, trace.speculation[0], make_requests(trace.workload, trace.seed), model,
-                     drafters=source.drafters(model) if scheme != "none" else None)
+                     drafters=source.drafters(model) if entry["scheme"] != "none" else None)
     cols = res.result.steps.columns()
-    decode = cols["duration"][(cols["batch_size"] == batch) & (cols["prefill_tokens"] == 0)]
-    return float(statistics.mean(decode))
+    keep = (cols["batch_size"] == batch) & (cols["prefill_tokens"] == 0)
+    return {k: v[keep] for k, v in cols.items()}
 
 
 def allocator_op() -> float:

@@ -28,8 +28,8 @@ index_check_s` (the forward alone, as timed, with the target's index checks) for
 (query tokens, attended pairs, KV read, logits rows: the scheduler's `Batch.aggregates`).
 
 `--fit` tunes eta_compute, eta_memory, eta_kv, eta_attn, launch_us, pass_overhead_us,
-multi_query_us, batch_query_us, elementwise_ns and
-(without measured gemm_rows curves) gemm_half_rows on the even-numbered points (coordinate descent
+multi_query_us, batch_query_us, elementwise_ns (a measured kv_sizes or elementwise_sizes curve
+scaled with its figure) and (without measured gemm_rows curves) gemm_half_rows on the even-numbered points (coordinate descent
 on the median absolute log error) and reports the error on the odd ones.
 Writes DIR/steptime.json (every point, the error distribution, the fit), DIR/steptime.png and,
 with --fit, DIR/fitted-hardware.yaml (the profile with the fitted fields, for `compare --hardware`).
@@ -148,6 +148,7 @@ def summary(errs: list[float]) -> dict:
 
 FIT = ("eta_compute", "eta_memory", "eta_kv", "eta_attn", "launch_s", "gemm_half_rows", "pass_overhead_s",
        "multi_query_s", "batch_query_s", "elementwise_s")
+CURVES = {"eta_kv": "kv_sizes", "elementwise_s": "elementwise_sizes"}  # fitted figure -> the curve it scales
 SAMPLE_S = 0.06  # a point's calls per pass run for at least this long
 CAL_CYCLES = 2  # calibration cycles per pass, one probe or a few between consecutive points
 SCALES = (0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0)
@@ -170,7 +171,12 @@ def fit(points: list[dict], hw) -> tuple[dict, object]:
                 v = base * s
                 if name.startswith("eta_"):
                     v = min(1.0, v)
-                cand = replace(cur, **{name: v})
+                change = {name: v}
+                curve = CURVES.get(name)
+                if curve and getattr(cur, curve) and base:  # a measured curve that replaces it scales with it
+                    cap = 1.0 if name.startswith("eta_") else math.inf
+                    change[curve] = tuple((n, min(cap, x * v / base)) for n, x in getattr(cur, curve))
+                cand = replace(cur, **change)
                 e = loss(cand)
                 if e < best - 1e-9:
                     best, cur = e, cand
