@@ -47,7 +47,7 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   growth per sequence of a speculative step (one MTP module, batch 1 and 16) beyond a decode
   step's -> `draft_seq_us` (per sequence of a step's first drafter pass); the engine's EAGLE
   drafter (random) drafting chains of 1 and 5 at batch 1 and 16, its drafting time's growth
-  per sequence per extra pass -> `draft_pass_seq_us` (30-40 us here, against 140 us for
+  per sequence per extra pass -> `draft_pass_seq_us` (30-49 us here, against 92-123 us for
   draft_seq_us: a depth-5 EAGLE chain at concurrency 32 had read +31% drafting, a 4-deep draft
   model +46%, with every pass charged draft_seq_us);
 - allocator: one page-pool operation of `sim.kv.KVAllocator` -> `alloc_op_us`;

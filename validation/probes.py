@@ -509,8 +509,8 @@ def draft_pass_probe(device: str) -> dict:
 def draft_pass_time(t: dict) -> float:
     """Host time per sequence of each drafter pass after a step's first, from draft_pass_probe's
     times: the growth per sequence of the deep chain's drafting beyond the one-pass chain's,
-    per extra pass (never negative). Here 30-40 us, against 40-50 us a sequence for the first
-    pass and 140 us that a speculative step grows by per sequence (draft_seq_us)."""
+    per extra pass (never negative). Here 30-49 us, against 40-50 us a sequence for the first
+    pass and 92-123 us that a speculative step grows by per sequence (draft_seq_us)."""
     (d0, d1), (b0, b1) = DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS
     grow = (t[f"dpass{d1}b{b1}"] - t[f"dpass{d1}b{b0}"]) - (t[f"dpass{d0}b{b1}"] - t[f"dpass{d0}b{b0}"])
     return max(0.0, grow / (b1 - b0) / (d1 - d0))
