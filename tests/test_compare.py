@@ -87,6 +87,8 @@ def test_end_to_end_on_a_tiny_trace(tmp_path):
     ngram = doc["runs"][1]
     assert ngram["engine"]["draft_time"] > 0 and ngram["sim"]["draft_time"] > 0
     assert (out / "comparison.png").exists() and (out / "sim" / "report.json").exists()
+    # one untimed warm-up run of the engine, apart from the compared one
+    assert (out / "engine" / "warmup1" / "report.json").exists() and (out / "engine" / "report.json").exists()
     measured = json.loads((out / "acceptance-ngram.json").read_text())
     assert all(0 <= a <= 1 for a in measured["per_depth"])
     # the host's speed during each scheme's runs, against the comparison's mean

@@ -1,4 +1,4 @@
-"""`python -m validation compare TRACE --out DIR [--hardware PROFILE | --calibrate] [--repeats N]` and
+"""`python -m validation compare TRACE --out DIR [--hardware PROFILE | --calibrate] [--repeats N] [--warmup N]` and
 `python -m validation steptime --out DIR ...` (see validation/compare.py, validation/steptime.py)."""
 import argparse
 import sys
@@ -18,6 +18,8 @@ def main(argv=None) -> int:
     c.add_argument("--out", type=Path, required=True)
     c.add_argument("--hardware", type=Path, default=None, help="measured profile (default traces/hardware/cpu-measured.yaml)")
     c.add_argument("--repeats", type=int, default=1, help="engine runs of the trace (pooled: all their tokens over all their time)")
+    c.add_argument("--warmup", type=int, default=1,
+                   help="untimed engine runs of the trace before the timed ones (default 1; not compared)")
     c.add_argument("--calibrate", action="store_true",
                    help="measure the profile with calibration probes run before each scheme's engine run")
     st = sub.add_parser("steptime", help="time the engine's forward over a grid and compare with the simulator")
@@ -38,6 +40,8 @@ def main(argv=None) -> int:
         ap.error("--calibrate measures the profile; it cannot be given with --hardware")
     if args.repeats < 1 or getattr(args, "rounds", 1) < 1:
         ap.error("--repeats and --rounds must be at least 1")
+    if getattr(args, "warmup", 0) < 0:
+        ap.error("--warmup must be at least 0")
     if getattr(args, "sample_ms", 0.0) < 0:
         ap.error("--sample-ms must be at least 0")
     if args.threads:
@@ -61,7 +65,7 @@ def main(argv=None) -> int:
         return 0
     try:
         result = compare(args.trace, args.out, args.hardware, progress=sys.stderr.isatty(), repeats=args.repeats,
-                         calibrate=args.calibrate)
+                         calibrate=args.calibrate, warmup=args.warmup)
     except SpecError as exc:
         return fail(exc)
     print_comparison(result)

@@ -36,7 +36,13 @@
    factors: with the same tokens generated, 1 + throughput error = 1 / ((1 + steps error)(1 +
    step time error)); steps follow the schedule and the acceptance, step time the cost model,
    and drafting time says how much of a step-time error is the drafter's.
-5. The host's speed: after every engine step, outside the engine's clock, a reference loop
+5. Warm-up: before the timed runs the engine runs the trace `--warmup` times (default 1; under
+   DIR/engine/warmupN, kept out of everything compared). The process's first pass over the
+   trace's step shapes runs slower (per-shape setup in the matmul library and fresh memory for
+   new tensor sizes are the likely causes, not yet told apart): at concurrency 4 every
+   speculative scheme's first run took 40-60% longer a step than its next three (prompt lookup
+   11.5 ms against 7.1-8.0), `none`'s 14-22%, which read as the simulator 5-15% short once pooled.
+6. The host's speed: after every engine step, outside the engine's clock, a reference loop
    (validation.probes.host_reference, about 0.25 ms) is timed; a run's speed is the inverse
    of its calls' mean, weighted by their steps' durations. Each entry gives the speed during
    its scheme's runs over the comparison's mean (`engine_speed`, the mean the profile
@@ -181,7 +187,7 @@ def pool_runs(reports: list[dict], results: list[dict]) -> dict:
 
 
 def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress: bool = False,
-            repeats: int = 1, calibrate: bool = False) -> dict:
+            repeats: int = 1, calibrate: bool = False, warmup: int = 1) -> dict:
     from engine.cli import run_trace as engine_run
     from sim.cli import run_trace as sim_run
     from sim.spec import load_trace
@@ -198,6 +204,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     tries: dict[str, list[int]] = {}  # label -> [sequence-steps that could draft, that did]
     per_request: dict[str, dict] = {}  # label -> request id -> (acceptance counts, rank counts)
     reports, results = [], []
+    for i in range(warmup):  # untimed, unpooled: the process's first pass over the trace's shapes
+        engine_run(trace, out / "engine" / f"warmup{i + 1}", progress=progress)
     for i in range(repeats):
         report, by_tag = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress,
                                     between=ticks, reference=host_reference)  # after every step, off its clock
