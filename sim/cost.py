@@ -64,6 +64,12 @@ def expected_experts(experts: int, active: int, tokens):
     return experts * (1.0 - (1.0 - active / experts) ** tokens)
 
 
+def _log_interp(x, at, values):
+    """A measured curve's value at size x (scalar or array): linear in log size between the
+    sizes `at` (their logs), held beyond the ends (sizes below 1 read as 1)."""
+    return np.interp(np.log(np.maximum(x, 1.0)), at, values)
+
+
 def _max(a, b):
     """Elementwise max that stays a Python float for scalars (a single step pays no numpy overhead)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
@@ -174,7 +180,7 @@ class ForwardCost:
         for layers, el in kinds:
             if layers and el:
                 n = el * tokens
-                t = t + layers * n * np.interp(np.log(np.maximum(n, 1.0)), at, per)
+                t = t + layers * n * _log_interp(n, at, per)
         return t if isinstance(tokens, np.ndarray) else float(t)
 
     def kv_time(self, b_kv):
@@ -182,8 +188,7 @@ class ForwardCost:
         size (hardware.kv_sizes) where there is one, else at eta_kv."""
         if self.kv_curve is None:
             return b_kv / self.kv_bw
-        at, eta = self.kv_curve
-        t = b_kv / (self.bw * np.interp(np.log(np.maximum(b_kv, 1.0)), at, eta))
+        t = b_kv / (self.bw * _log_interp(b_kv, *self.kv_curve))
         return t if isinstance(b_kv, np.ndarray) else float(t)
 
     def query_host(self, tokens, seqs, mixed=0):

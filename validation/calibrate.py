@@ -214,8 +214,10 @@ class Calibration:
         # probe swept out; an engine step finds part of what the previous step touched)
         probes |= {("curve", *key): timed(fn, 2) for key, (fn, _) in self.curves.items()}
         probes |= {("half", *key): timed(fn, 2) for key, (fn, _) in self.halves.items()}
-        # each size on its own, two calls (the first refills what the copy probe swept out)
-        probes |= {f"kv{s}x{c}": timed(kv_gather_probe(device, s, c), 2) for s, c in KV_SIZES}
+        # each size on its own, two calls (the first refills what the copy probe swept out); the
+        # curve over sizes is a CPU's (kv_sizes), elsewhere the middle size alone gives eta_kv
+        probes |= {f"kv{s}x{c}": timed(kv_gather_probe(device, s, c), 2)
+                   for s, c in (KV_SIZES if device == "cpu" else (KV_SIZES[1],))}
         probes["speed"] = speed_probe(device, 0.3 if small else SPEED_WINDOW_S)  # (start, a window's block rates)
         probes["logits"] = paired({f"logits{v}": logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
         probes["verify_host"] = paired(verify_host_probe(device), 20)
@@ -302,11 +304,10 @@ class Calibration:
         # a family-shaped layer's host time beyond what the cost model charges for its products
         out["layer_s"] = layer_time(t, DEEP, layer_products_time(out.get("gemm_rows", {}), peak, out["stream_bw"])) \
             if "layer1" in t else per_layer
-        out["kv_gather_bw"] = kv_gather_bytes() / t[f"kv{KV_SEQS}x{KV_CONTEXT}"]
-        out["kv_sizes"] = []
-        if self.serial:  # the curve's rate at the middle size is the gather rate, its call's fixed part out
-            out["kv_sizes"] = kv_size_curve(t, out["stream_bw"])
-            out["kv_gather_bw"] = out["kv_sizes"][1][1] * out["stream_bw"]
+        out["kv_sizes"] = kv_size_curve(t, out["stream_bw"]) if self.serial else []
+        # the gather rate: the curve's at the middle size (its call's fixed part out), else the middle probe's
+        out["kv_gather_bw"] = out["kv_sizes"][1][1] * out["stream_bw"] if out["kv_sizes"] \
+            else kv_gather_bytes() / t[f"kv{KV_SEQS}x{KV_CONTEXT}"]
         out["eta_attn"], out["fused_query_s"], out["fused_key_s"] = attention_figures(t, out["kv_gather_bw"], peak) \
             if self.serial else (1.0, 0.0, 0.0)
         out["attn_dense"] = self.serial

@@ -421,17 +421,13 @@ HOST_SPEC = ModelSpec(name="probe", layers=1, hidden=64, heads=4, kv_heads=2, he
                       vocab=256, bytes_per_weight=4, bytes_per_kv=4)  # the host-time probes' model
 
 
-def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1, check: bool = True, plain: int = 0):
-    """A bare forward call of a tiny random model (HOST_SPEC, hidden 64) with `layers` layers,
-    `seqs` sequences each with one decode token (and a chain of `nodes` drafted tokens to verify,
-    but for the last `plain` of them) over 8 keys: compute and bandwidth are negligible, so its
-    time is host time. check: the model checks the step's index tensors, as the engine's target
-    does (its drafters do not)."""
-    return _probe_forward(layers, device, nodes, seqs, check, plain, HOST_SPEC)[0]
-
-
-def _probe_forward(layers, device, nodes, seqs, check, plain, shape):
-    """(forward_probe's call for a model of `shape`, that model)."""
+def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1, check: bool = True, plain: int = 0,
+                  shape: ModelSpec = HOST_SPEC):
+    """A bare forward call of a random model of `shape` (HOST_SPEC, hidden 64, by default) with
+    `layers` layers, `seqs` sequences each with one decode token (and a chain of `nodes` drafted
+    tokens to verify, but for the last `plain` of them) over 8 keys: at HOST_SPEC's size compute
+    and bandwidth are negligible, so its time is host time. check: the model checks the step's
+    index tensors, as the engine's target does (its drafters do not)."""
     from dataclasses import replace
 
     from engine.kv_cache import KVCache
@@ -444,7 +440,7 @@ def _probe_forward(layers, device, nodes, seqs, check, plain, shape):
                         parents=tuple(range(-1, k - 1)), spec_slots=list(range(16 * b + 9, 16 * b + 9 + k)))
 
     step = StepBatch.pack([query(b) for b in range(seqs)])
-    return (lambda: model.forward(step, cache)), model
+    return lambda: model.forward(step, cache)
 
 
 def layer_probes(layers: int, device: str) -> dict:
@@ -452,8 +448,7 @@ def layer_probes(layers: int, device: str) -> dict:
     (EW_SPEC): `layer{layers}`. Its growth per layer, less what the cost model charges for the
     layer's weight products (`layer_time`), is the host time of a real-sized layer: measured here,
     130-250 us a layer more than a HOST_SPEC layer."""
-    fwd, _ = _probe_forward(layers, device, 0, 1, True, 0, EW_SPEC)
-    return {f"layer{layers}": fwd}
+    return {f"layer{layers}": forward_probe(layers, device, shape=EW_SPEC)}
 
 
 def layer_products_time(gemm_rows: dict, peak: float, stream_bw: float) -> float:
