@@ -70,6 +70,11 @@ def _log_interp(x, at, values):
     return np.interp(np.log(np.maximum(x, 1.0)), at, values)
 
 
+def _size_table(curve: tuple):
+    """A measured ((size, value), ...) curve as (log sizes, values) for _log_interp; None if empty."""
+    return (np.log([n for n, _ in curve]), np.array([x for _, x in curve])) if curve else None
+
+
 def _max(a, b):
     """Elementwise max that stays a Python float for scalars (a single step pays no numpy overhead)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
@@ -90,9 +95,12 @@ class ForwardCost:
         self.fc = hw.peak(compute_dtype(model)) * hw.eta_compute
         self.bw = hw.mem_bw * hw.eta_memory
         self.kv_bw = self.bw * hw.eta_kv
-        # measured eta_kv per gather size (hardware.kv_sizes): log bytes -> eta_kv
-        self.kv_curve = (np.log([b for b, _ in hw.kv_sizes]), np.array([e for _, e in hw.kv_sizes])) \
-            if hw.kv_sizes else None
+        # measured eta_kv per gather size (hardware.kv_sizes): log bytes -> eta_kv; and warm
+        # (hardware.kv_sizes_warm) where the model's weights fit the last-level cache, for a
+        # layer's gather of at most kv_room bytes (every layer's then fits beside the weights)
+        self.kv_curve = _size_table(hw.kv_sizes)
+        self.kv_warm = _size_table(hw.kv_sizes_warm) if hw.resident_bytes and hw.kv_sizes else None
+        self.kv_room = (hw.cache_bytes - hw.resident_bytes) / max(1, model.layers)
         self.attn_fc = self.fc * hw.eta_attn
         self.attn_dense = hw.attn_dense
         self.m0 = hw.gemm_half_rows
@@ -121,8 +129,8 @@ class ForwardCost:
         self.elementwise = (self.dense * dense_el + self.moe * moe_el) / tp * hw.elementwise_s  # per token
         # measured time per element by a layer's elements (hardware.elementwise_sizes): log elements ->
         # seconds, with (layers, elements per token) of the dense and MoE layers
-        self.ew_curve = (np.log([n for n, _ in hw.elementwise_sizes]), np.array([x for _, x in hw.elementwise_sizes]),
-                         ((self.dense, dense_el / tp), (self.moe, moe_el / tp))) if hw.elementwise_sizes else None
+        self.ew_curve = (*_size_table(hw.elementwise_sizes), ((self.dense, dense_el / tp), (self.moe, moe_el / tp))) \
+            if hw.elementwise_sizes else None
         self.multi_query = n * hw.multi_query_s  # when some sequence has several query tokens
         self.batch_query = n * hw.batch_query_s  # and more when several sequences may have (seqs > 1)
         self.mixed_query = n * hw.mixed_query_s  # and more when others have one (Work.mixed)
@@ -133,13 +141,13 @@ class ForwardCost:
         self.logit_bytes = m.vocab * LOGIT_BYTES / tp
         self.logit_pass = m.vocab * hw.logit_s  # sampling or verifying one LM-head row (hardware.logit_s)
         self.embed_bytes_per_tok = m.hidden * m.bytes_per_weight
-        # measured per-matrix matmul efficiency (hardware.gemm_rows): [(params, curve)] per layer kind
+        # measured per-matrix matmul efficiency (hardware.matmul_rows): [(params, curve)] per layer kind
         self.curves = None
-        if hw.gemm_rows:
-            attn, ffn, expert = ([(p, gemm_curve(hw.gemm_rows, p * m.bytes_per_weight)) for p in mats]
+        if table := hw.matmul_rows:
+            attn, ffn, expert = ([(p, gemm_curve(table, p * m.bytes_per_weight)) for p in mats]
                                  for mats in weight_matrices(m, tp))
             self.curves = {"dense": attn + ffn, "attn": attn, "expert": expert,
-                           "lm": [(m.head_params / tp, gemm_curve(hw.gemm_rows, self.lm_weight_bytes))]}
+                           "lm": [(m.head_params / tp, gemm_curve(table, self.lm_weight_bytes))]}
         self._parts: dict = {}
 
     def __call__(self, w: Work) -> Cost:
@@ -185,10 +193,14 @@ class ForwardCost:
 
     def kv_time(self, b_kv):
         """Time of one layer's KV read of b_kv bytes: at the rate measured for a gather of that
-        size (hardware.kv_sizes) where there is one, else at eta_kv."""
+        size (hardware.kv_sizes, or kv_sizes_warm while it fits beside cached weights: kv_room)
+        where there is one, else at eta_kv."""
         if self.kv_curve is None:
             return b_kv / self.kv_bw
-        t = b_kv / (self.bw * _log_interp(b_kv, *self.kv_curve))
+        eta = _log_interp(b_kv, *self.kv_curve)
+        if self.kv_warm is not None:
+            eta = np.where(b_kv <= self.kv_room, _log_interp(b_kv, *self.kv_warm), eta)
+        t = b_kv / (self.bw * eta)
         return t if isinstance(b_kv, np.ndarray) else float(t)
 
     def query_host(self, tokens, seqs, mixed=0):
@@ -268,11 +280,11 @@ def weight_matrices(m: ModelSpec, tp: int) -> tuple[list, list, list]:
 
 def row_efficiency(hw: HardwareSpec, weight_bytes: float, rows) -> float:
     """The fraction of peak·eta_compute a product of `rows` token rows with one weight matrix of
-    `weight_bytes` reaches: its measured curve (hardware.gemm_rows), else rows / (rows +
+    `weight_bytes` reaches: its measured curve (hardware.matmul_rows), else rows / (rows +
     gemm_half_rows), else 1 (what ForwardCost._compute applies to a model's matrices)."""
     r = max(rows, 1)
-    if hw.gemm_rows:
-        at, frac = gemm_curve(hw.gemm_rows, weight_bytes)
+    if hw.matmul_rows:
+        at, frac = gemm_curve(hw.matmul_rows, weight_bytes)
         return float(np.interp(r, at, frac))
     return r / (r + hw.gemm_half_rows) if hw.gemm_half_rows else 1.0
 

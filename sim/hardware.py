@@ -50,6 +50,22 @@ class HardwareSpec:
     # it: CPU BLAS switches kernels with the row count (a 4-row product can cost 1.5x a 3-row one)
     # and its rate depends on the matrix size (validation/calibrate.py)
     gemm_rows: tuple = ()
+    # the same curves measured with the weights already in the last-level cache (a pass over a
+    # pool of matrices that fits it, swept once before the timed pass), and that cache's bytes:
+    # a model whose weights fit (for_weights) is priced on these, since its forward passes find
+    # the weights the previous pass left there (here the family's 16 MB in a 300 MB L3: its 1-row
+    # products run up to 1.3x faster than read from memory); empty or 0: gemm_rows for every model
+    gemm_rows_warm: tuple = ()
+    cache_bytes: float = 0.0
+    # kv_sizes measured with the gathered K and V already in that cache (the second of two calls;
+    # kv_sizes is then the first after the cache is swept out): a pass of a model whose weights
+    # fit reads at these rates while its layers' gathers fit beside the weights too (here the
+    # family's decode of 16 sequences at 2,048 keys, 32 MiB a layer, gathered at 4.8 GB/s warm
+    # against 2.8 cold); empty: kv_sizes at every size
+    kv_sizes_warm: tuple = ()
+    # set by for_weights, not read from a profile: the served model's weights (bytes per device)
+    # where they fit the last-level cache and warm curves apply, else 0
+    resident_bytes: float = 0.0
     # host time per layer that a pass pays when some sequence in it has several query tokens
     # (verify or prefill), beyond a decode pass's: another attention path (the CPU reference's
     # padded fused attention; plan/setup of tree-attention kernels on a GPU)
@@ -140,14 +156,31 @@ class HardwareSpec:
         element (where measured) instead of logit_s."""
         return replace(self, logit_s=self.draft_logit_s) if self.draft_logit_s else self
 
+    @property
+    def matmul_rows(self) -> tuple:
+        """The matmul curves that price this device's products: gemm_rows_warm where for_weights
+        found the model's weights fit the last-level cache, else gemm_rows."""
+        return self.gemm_rows_warm if self.resident_bytes and self.gemm_rows_warm else self.gemm_rows
+
+    def for_weights(self, weight_bytes: float) -> "HardwareSpec":
+        """This device serving a model with `weight_bytes` of weights per device: its products
+        (and its gathers, while they fit beside the weights) priced on the warm curves where those
+        weights fit the last-level cache."""
+        warm = (self.gemm_rows_warm or self.kv_sizes_warm) and 0 < weight_bytes <= self.cache_bytes
+        resident = float(weight_bytes) if warm else 0.0
+        return replace(self, resident_bytes=resident) if resident != self.resident_bytes else self
+
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def to_profile(self) -> dict:
         """The YAML profile form (the units `hardware_from_node` reads)."""
         us = 1e6
-        table = {"gemm_rows": {int(b) // 1024: [list(p) for p in c] for b, c in self.gemm_rows}} if self.gemm_rows else {}
+        table = {"gemm_rows": _gemm_rows_dict(self.gemm_rows)} if self.gemm_rows else {}
+        table |= {"gemm_rows_warm": _gemm_rows_dict(self.gemm_rows_warm)} if self.gemm_rows_warm else {}
+        table |= {"cache_mb": self.cache_bytes / 2**20} if self.cache_bytes else {}
         table |= {"kv_sizes": [[b / 2**20, e] for b, e in self.kv_sizes]} if self.kv_sizes else {}
+        table |= {"kv_sizes_warm": [[b / 2**20, e] for b, e in self.kv_sizes_warm]} if self.kv_sizes_warm else {}
         table |= {"elementwise_sizes": [[n / 1e6, x * 1e9] for n, x in self.elementwise_sizes]} \
             if self.elementwise_sizes else {}
         return {"description": self.description, "tflops": {d: f / 1e12 for d, f in self.flops.items()},
@@ -177,7 +210,7 @@ class HardwareSpec:
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
-         "index_check_us", "gemm_rows", "kv_sizes", "multi_query_us", "batch_query_us",
+         "index_check_us", "gemm_rows", "gemm_rows_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "multi_query_us", "batch_query_us",
          "mixed_query_us", "draft_seq_us", "draft_pass_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
@@ -246,7 +279,10 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         pass_overhead_s=num("pass_overhead_us", 1e-6, hi=1e9),
         index_check_s=num("index_check_us", 1e-6, hi=1e9),
         gemm_rows=_gemm_rows(f["gemm_rows"]) if "gemm_rows" in f else None,
+        gemm_rows_warm=_gemm_rows(f["gemm_rows_warm"]) if "gemm_rows_warm" in f else None,
+        cache_bytes=num("cache_mb", 2**20, hi=1e9),
         kv_sizes=_size_curve(f["kv_sizes"], 2**20, "MiB", 1.0, 1.0) if "kv_sizes" in f else None,
+        kv_sizes_warm=_size_curve(f["kv_sizes_warm"], 2**20, "MiB", 1.0, 1.0) if "kv_sizes_warm" in f else None,
         multi_query_s=num("multi_query_us", 1e-6, hi=1e9),
         batch_query_s=num("batch_query_us", 1e-6, hi=1e9),
         mixed_query_s=num("mixed_query_us", 1e-6, hi=1e9),
@@ -279,6 +315,12 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
     for key, value in list(spec.items()):
         if value is None:
             spec[key] = merged.get(key, defaults.get(key))
+    for warm, cold, what in (("gemm_rows_warm", "gemm_rows", "weights"), ("kv_sizes_warm", "kv_sizes", "K and V")):
+        at = f[warm] if warm in f else node
+        if spec[warm] and not spec[cold]:
+            raise at.error(f"needs `{cold}` beside it (the curve for {what} read from memory)")
+        if spec[warm] and not spec["cache_bytes"]:
+            raise at.error("needs `cache_mb` beside it (the last-level cache the warm curve fits in)")
     return HardwareSpec(**spec)
 
 
@@ -305,6 +347,11 @@ def _size_curve(node: Node, size_unit: float, size_name: str, value_unit: float,
             raise pair[0].error(f"sizes must ascend: {size:g} {size_name} follows {out[-1][0] / size_unit:g}")
         out.append((size * size_unit, value * value_unit))
     return tuple(out)
+
+
+def _gemm_rows_dict(table: tuple) -> dict:
+    """A gemm_rows table in its profile form, {KiB: [[rows, fraction], ...]}."""
+    return {int(b) // 1024: [list(p) for p in c] for b, c in table}
 
 
 def _gemm_rows(node: Node) -> tuple:

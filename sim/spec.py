@@ -136,6 +136,9 @@ def trace_from_node(root: Node, path: Path) -> TraceSpec:
         tp = opt(pf, "tp", 1, lambda n: n.integer(lo=1, hi=hardware.devices_per_node))
         if "tp" in pf and model.heads % tp:
             raise pf["tp"].error(f"tp {tp} must divide the model's {model.heads} heads")
+    # its products on the warm matmul curves where its weights fit the last-level cache (a
+    # drafter's own, a fraction of the target's, are not counted)
+    hardware = hardware.for_weights(model.weight_bytes / tp)
     serving = _serving(f["serving"]) if "serving" in f else ServingSpec()
     workload = _workload(f["workload"], base)
     spec_nodes = f["speculation"].seq(min_len=1, max_len=32) if "speculation" in f \

@@ -29,6 +29,13 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     # matmul curves at the small form's two sizes (32, 128 KiB) and rows 1, 4, 16: positive rates
     assert sorted(m["gemm_rows"]) == [32, 128]
     assert all([r for r, _ in c] == [1, 4, 16] and all(f > 0 for _, f in c) for c in m["gemm_rows"].values())
+    # and warm (weights in the last-level cache) where this host says how large that is
+    from validation.probes import last_level_cache_bytes
+    assert m["cache_bytes"] == last_level_cache_bytes()
+    if m["cache_bytes"]:
+        assert [mib for mib, _ in m["kv_sizes_warm"]] == [8, 32, 128] and all(0 < e <= 1 for _, e in m["kv_sizes_warm"])
+        assert sorted(m["gemm_rows_warm"]) == [32, 128]
+        assert all([r for r, _ in c] == [1, 4, 16] and all(f > 0 for _, f in c) for c in m["gemm_rows_warm"].values())
     assert 1e8 < m["copy_bw"] < 1e12 and 1e8 < m["flops_fp32"] < 1e13
     # the gather at 8, 32 and 128 MiB a call, each a rate in (0, 1] of the streaming rate
     assert [mib for mib, _ in m["kv_sizes"]] == [8, 32, 128] and all(0 < e <= 1 for _, e in m["kv_sizes"])
@@ -60,6 +67,10 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     assert [x for _, x in hw.elementwise_sizes] == pytest.approx([x * 1e-9 for _, x in m["elementwise_sizes"]])
     assert [b for b, _ in hw.gemm_rows] == [32 * 1024, 128 * 1024]
     assert hw.gemm_rows[0][1] == tuple((r, f) for r, f in m["gemm_rows"][32])
+    if m["cache_bytes"]:
+        assert hw.gemm_rows_warm[1][1] == tuple((r, f) for r, f in m["gemm_rows_warm"][128])
+        assert hw.cache_bytes == m["cache_bytes"]
+        assert hw.kv_sizes_warm == tuple((mib * 2**20, e) for mib, e in m["kv_sizes_warm"])
 
 
 def test_cli_writes_where_asked(tmp_path, capsys):
@@ -215,13 +226,35 @@ def test_layer_probes_time_the_family_layer_less_its_priced_products():
     params, peak = sum(attn) + sum(ffn), 100e9
     # one curve, 0.05 of the peak at one row: compute 2 x params / (0.05 peak); streaming far faster
     curve = {768: [[1, 0.05], [16, 0.5]]}
-    assert layer_products_time(curve, peak, 1e15) == pytest.approx(2 * params / (0.05 * peak), rel=1e-9)
+    assert layer_products_time(curve, peak, 1e15, 6) == pytest.approx(2 * params / (0.05 * peak), rel=1e-9)
     # streaming slower than that: the weights' bytes (fp32) and one row's activations over the rate
-    assert 4 * params / 1e9 < layer_products_time(curve, peak, 1e9) < 1.01 * 4 * params / 1e9
+    assert 4 * params / 1e9 < layer_products_time(curve, peak, 1e9, 6) < 1.01 * 4 * params / 1e9
+    # warm curves apply where the probe model's weights (6 layers) fit the cache, else the curve
+    warm = {768: [[1, 0.1], [16, 0.5]]}
+    from dataclasses import replace
+    fits = replace(EW_SPEC, layers=6).weight_bytes
+    assert layer_products_time(curve, peak, 1e15, 6, warm, fits) == pytest.approx(2 * params / (0.1 * peak), rel=1e-9)
+    assert layer_products_time(curve, peak, 1e15, 6, warm, fits * 0.9) == pytest.approx(2 * params / (0.05 * peak), rel=1e-9)
     host, mm = 300e-6, 200e-6  # a layer's host time and its priced products
     t = {"layer1": 1e-3 + host + mm, "layer6": 1e-3 + 6 * (host + mm)}
     assert layer_time(t, 6, mm) == pytest.approx(host, rel=1e-9)
     assert layer_time(t, 6, 2 * (host + mm)) == 0.0
+
+
+def test_last_level_cache_is_the_highest_level_sysfs_lists(tmp_path):
+    """last_level_cache_bytes: the largest level among cpu0's data and unified caches, its size
+    in K, M or G; 0 where there is none or it cannot be read."""
+    from validation.probes import last_level_cache_bytes
+    for i, (level, kind, size) in enumerate(((1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"),
+                                             (3, "Unified", "300M"), (4, "Instruction", "1G"))):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        for name, text in (("level", f"{level}\n"), ("type", f"{kind}\n"), ("size", f"{size}\n")):
+            (d / name).write_text(text)
+    assert last_level_cache_bytes(tmp_path) == 300 << 20
+    (tmp_path / "index3" / "size").write_text("unknown\n")
+    assert last_level_cache_bytes(tmp_path) == 2048 << 10
+    assert last_level_cache_bytes(tmp_path / "absent") == 0
 
 
 def test_elementwise_time_is_the_slope_between_two_sizes():

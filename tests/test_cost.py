@@ -183,6 +183,75 @@ def test_bad_matmul_curves_are_rejected(bad, msg):
         device("cpu", gemm_rows=bad)
 
 
+WARM = {768: [[1, 0.1], [4, 0.2], [16, 0.6]], 65536: [[1, 0.2], [4, 0.3], [16, 0.9]]}
+
+
+def test_warm_curves_price_a_model_whose_weights_fit_the_cache(tmp_path):
+    """With gemm_rows_warm and cache_mb, a trace whose model's weights (per device) fit the cache
+    prices its products on the warm curves, one whose weights do not on gemm_rows; the report's
+    hardware says which (resident_bytes: the weights, else 0). A profile without the warm curves, or a model just
+    over the cache, is priced as before. Both round-trip through a profile."""
+    from sim.spec import trace_from_node
+    tiny, big = model("tiny"), model("llama-3.2-1b")
+    cold = device("cpu", gemm_rows=CURVES, launch_us=0.0)
+    both = device("cpu", gemm_rows=CURVES, gemm_rows_warm=WARM, cache_mb=300, launch_us=0.0)
+    warm = device("cpu", gemm_rows=WARM, launch_us=0.0)
+    assert both.matmul_rows == cold.gemm_rows and not both.resident_bytes
+    assert tiny.weight_bytes < 300 * 2**20 < big.weight_bytes
+    for m, like in ((tiny, warm), (big, cold)):
+        got = ForwardCost(m, both.for_weights(m.weight_bytes))
+        for tokens in (1, 4, 12):
+            assert got._compute(0.0, tokens, "dense") == pytest.approx(ForwardCost(m, like)._compute(0.0, tokens, "dense"), rel=1e-12)
+            assert got._compute(0.0, tokens, "lm") == pytest.approx(ForwardCost(m, like)._compute(0.0, tokens, "lm"), rel=1e-12)
+    assert both.for_weights(300 * 2**20).resident_bytes == 300 * 2**20
+    assert not both.for_weights(300 * 2**20 + 1).resident_bytes
+    assert not cold.for_weights(tiny.weight_bytes).resident_bytes  # no warm curves: nothing changes
+    back = round_trip(both, tmp_path)
+    assert back.gemm_rows_warm == both.gemm_rows_warm and back.cache_bytes == 300 * 2**20
+    trace = {"version": 1, "name": "t", "hardware": {"preset": "cpu", "gemm_rows": CURVES, "gemm_rows_warm": WARM, "cache_mb": 300},
+             "workload": {"requests": 4, "arrival": {"process": "closed", "concurrency": 1},
+                          "prompt_tokens": {"dist": "fixed", "value": 8}, "output_tokens": {"dist": "fixed", "value": 4}}}
+    for m in (tiny, big):
+        hw = trace_from_node(Node(trace | {"model": m.name}, "t.yaml", ""), Path("t.yaml")).hardware
+        assert hw.resident_bytes == (m.weight_bytes if m is tiny else 0)
+
+
+def test_warm_gathers_while_they_fit_beside_cached_weights(tmp_path):
+    """With kv_sizes_warm, a model whose weights fit the cache reads a layer's gather at the warm
+    rate while every layer's gather fits beside the weights, at kv_sizes beyond; a model whose
+    weights do not fit reads kv_sizes at every size. It round-trips through a profile."""
+    m = model("tiny")
+    fields = dict(kv_sizes=[[8, 0.3], [128, 0.2]], kv_sizes_warm=[[8, 0.6], [128, 0.4]], cache_mb=64)
+    hw = device("cpu", **fields).for_weights(m.weight_bytes)
+    cold = device("cpu", kv_sizes=fields["kv_sizes"])
+    warm = device("cpu", kv_sizes=fields["kv_sizes_warm"])
+    room = (64 * 2**20 - m.weight_bytes) / m.layers
+    assert hw.resident_bytes == m.weight_bytes and 8 * 2**20 < room < 16 * 2**20
+    f, fc, fw = ForwardCost(m, hw), ForwardCost(m, cold), ForwardCost(m, warm)
+    for b in (1e6, 8 * 2**20, room, room + 1, 64 * 2**20, 1e9):
+        assert f.kv_time(b) == pytest.approx((fw if b <= room else fc).kv_time(b), rel=1e-12)
+    import numpy as np
+    sizes = np.array([1e6, room, room + 1, 1e9])
+    assert f.kv_time(sizes).tolist() == pytest.approx([f.kv_time(float(b)) for b in sizes], rel=1e-12)
+    big = model("llama-3.2-1b")
+    assert ForwardCost(big, device("cpu", **fields).for_weights(big.weight_bytes)).kv_time(1e6) == \
+        pytest.approx(ForwardCost(big, cold).kv_time(1e6), rel=1e-12)
+    assert round_trip(device("cpu", **fields), tmp_path).kv_sizes_warm == ((8 * 2**20, 0.6), (128 * 2**20, 0.4))
+
+
+@pytest.mark.parametrize("extra,msg", [({"gemm_rows_warm": WARM}, "cache_mb"),
+                                       ({"kv_sizes_warm": [[8, 0.5]], "kv_sizes": [[8, 0.3]]}, "cache_mb"),
+                                       ({"kv_sizes_warm": [[8, 0.5]], "cache_mb": 300}, "kv_sizes"),
+                                       ({"gemm_rows_warm": WARM, "cache_mb": 300, "gemm_rows": None}, "gemm_rows"),
+                                       ({"gemm_rows_warm": {768: [[4, 0.1], [1, 0.2]]}, "cache_mb": 300}, "ascend")])
+def test_bad_warm_curves_are_rejected(extra, msg):
+    from sim.errors import SpecError
+    fields = {"gemm_rows": CURVES} | extra
+    with pytest.raises(SpecError, match=msg) as e:
+        device("cpu", **{k: v for k, v in fields.items() if v is not None})
+    assert "_warm" in str(e.value)
+
+
 def test_gather_rate_follows_the_measured_size_curve(tmp_path):
     """With kv_sizes, a layer's KV read of b bytes (every sequence's K and V in the pass) runs at
     the eta_kv measured for that size: exactly at a measured size, log-interpolated between,

@@ -22,9 +22,9 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   runs at the fp32 rate), `eta_compute` 1.0 (the rate is already the achieved one);
 - launch: the engine's host time per layer of the trained family's shape (a bare decode forward
   of 1 vs 6 such layers, less what the cost model charges for the layer's weight products at
-  one row on the measured curves: `validation.probes.layer_probes`, `layer_products_time`; the
-  products timed beside it ran warm, 135 us a layer against 253 us priced, and a grid whose
-  family points read +12% to +27% had taken the warm time off), spread over the cost model's KERNELS_PER_LAYER operations
+  one row on the measured curves, the warm ones where the probe model's weights fit the
+  last-level cache: `validation.probes.layer_probes`, `layer_products_time`; a grid whose
+  family points read +12% to +27% had taken off the products as timed beside it), spread over the cost model's KERNELS_PER_LAYER operations
   -> `launch_us` (a one-element op is reported beside it). Beyond its products such a layer
   took 130-250 us (20-45%) more than a hidden-64 layer here, in five runs; the figures below
   take the hidden-64 probe model's own layer (`probe_layer_s`) off its calls;
@@ -55,14 +55,24 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   -> `gemm_half_rows` M0 (the rate at M rows is peak * M / (M + M0)); and the measured curves
   that replace it, `gemm_rows`: the engine's product `x @ W.T` for weight matrices of 0.75 to
   64 MiB (GEMM_SIZES) at M = 1..512 rows (GEMM_ROWS), each call a pass over 64 MiB of distinct
-  matrices (out of L2, as a forward pass meets each weight once), as a fraction of the GEMM
-  peak. CPU BLAS changes kernels with M (4 rows can cost 1.5x 3 rows) and its rate depends on
-  the matrix size, which no one-parameter curve follows;
+  matrices (out of L2, as a forward pass meets each weight once) right after a write over 1.5x
+  the last-level cache (the weights read from memory, as a model larger than the cache reads
+  them), as a fraction of the GEMM peak; `gemm_rows_warm`: the same products over distinct
+  matrices filling at most half that cache, timed on their second pass (a model whose weights
+  fit finds them there: the family's 1-row products ran up to 1.3x faster than read from
+  memory, and the step-time grid's family decodes had read +13% on curves timed half warm),
+  and `cache_mb`, the last-level cache's size as sysfs gives it. CPU BLAS changes kernels with
+  M (4 rows can cost 1.5x 3 rows) and its rate depends on the matrix size, which no
+  one-parameter curve follows;
 - KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each (one query
   head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`; on a CPU the
-  same at 8, 32 and 128 MiB a call -> `kv_sizes` (4.0-4.4 GB/s up to 34 MB here, 3.1 GB/s at
-  134 MB, where the copy spills the last-level cache; the grid's Llama-shaped decoding of 16
-  sequences at context 2,048, 128 MiB a layer, had read -9% and its chains -5% to -20%);
+  same at 8, 32 and 128 MiB a call, each call right after the last-level cache is swept out ->
+  `kv_sizes` (the rate of K and V read from memory; the grid's Llama-shaped decoding of 16
+  sequences at context 2,048, 128 MiB a layer, had read -9% on a single rate), and the second
+  and third of three calls -> `kv_sizes_warm` (K and V already in that cache, as a small model's
+  are between its steps: the family's decode of 16 sequences at 2,048 keys, 32 MiB a layer,
+  gathered at 4.8 GB/s warm and 2.8 GB/s cold, and the grid's such decodes had read +15% to
+  +29% on the half-warm rate timed before); `eta_kv` is the cold curve's middle;
 - attention products: the engine's paged attention verifying chains of 8 and of 64 tokens (a
   root and its drafts, ancestor masks and all) in 16 sequences (4 query heads on 2 KV heads)
   after 128 and after 1,024 keys, each context's pair interleaved. A call is taken to be a
@@ -148,7 +158,8 @@ from validation.probes import (ATTN_CONTEXTS, ATTN_FEW, ATTN_MANY, EW_PAIR, EW_T
                                engine_step, forward_probe, interleaved_times, kv_gather_bytes, kv_gather_probe,
                                kv_size_curve, logit_probe,
                                logit_time, matmul_probes, mean_time, SPEED_BLOCK_S, SPEED_WINDOW_S,
-                               speed_probe, verify_host_figures, verify_host_probe, layer_probes, layer_products_time, layer_time)
+                               speed_probe, verify_host_figures, verify_host_probe, layer_probes, layer_products_time, layer_time,
+                               last_level_cache_bytes)
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_SIZES = ((256, 768), (512, 2048), (1024, 4096), (2048, 8192))  # (k, n): 0.75, 4, 16, 64 MiB fp32
@@ -177,8 +188,14 @@ class Calibration:
         self.dtypes = {"fp32": torch.float32} | ({"bf16": torch.bfloat16} if device == "cuda" else {})
         gemms = {k: (a.to(v), b.to(v)) for k, v in self.dtypes.items()}
         small = gemm_n < 1024  # the test-sized form
-        self.curves = matmul_probes(device, ((64, 128), (128, 256)) if small else GEMM_SIZES,
-                                    (1, 4, 16) if small else GEMM_ROWS) if device == "cpu" else {}
+        sizes, rows = ((64, 128), (128, 256)) if small else GEMM_SIZES, (1, 4, 16) if small else GEMM_ROWS
+        self.cache_bytes = last_level_cache_bytes() if device == "cpu" else 0
+        self.curves = matmul_probes(device, sizes, rows) if device == "cpu" else {}
+        # the warm curves' pools fit half the last-level cache (none where its size is unknown)
+        self.warm = matmul_probes(device, sizes, rows, min(64 << 20, self.cache_bytes // 2)) \
+            if device == "cpu" and self.cache_bytes else {}
+        # a write over 1.5x that cache (at most the copy probe's buffer) evicts the cold curves' weights
+        flush = src[:min(src.numel(), self.cache_bytes * 3 // 8)] if self.cache_bytes else src
         self.halves = matmul_probes(device, ((1024, 4096),), (16, 32, 64, 128)) if device == "cpu" else {}
         self.copy_bytes, self.stream_bytes = 2 * src.numel() * 4, mat.numel() * 4
 
@@ -210,14 +227,23 @@ class Calibration:
         probes["engine"] = lambda: {f"{name}{k}": engine_step(k, device, scheme)
                                     for name, scheme in (("engine", "none"), ("mtp", "mtp")) for k in (1, 16)}
         probes["draft_passes"] = lambda: draft_pass_probe(device)
-        # two calls each where the working set fits in cache (the first refills what the copy
-        # probe swept out; an engine step finds part of what the previous step touched)
-        probes |= {("curve", *key): timed(fn, 2) for key, (fn, _) in self.curves.items()}
+        def cold(fn):  # one call right after the last-level cache is swept out
+            return lambda: (flush.add_(0.0), mean_time(fn, device, 1, warm=False))[1]
+
+        # the matmul curves: one pass over their pool, cold; warm, the second of two passes
+        probes |= {("curve", *key): cold(fn) for key, (fn, _) in self.curves.items()}
+        probes |= {("warm", *key): lambda fn=fn: mean_time(fn, device, 1) for key, (fn, _) in self.warm.items()}
         probes |= {("half", *key): timed(fn, 2) for key, (fn, _) in self.halves.items()}
-        # each size on its own, two calls (the first refills what the copy probe swept out); the
-        # curve over sizes is a CPU's (kv_sizes), elsewhere the middle size alone gives eta_kv
-        probes |= {f"kv{s}x{c}": timed(kv_gather_probe(device, s, c), 2)
-                   for s, c in (KV_SIZES if device == "cpu" else (KV_SIZES[1],))}
+        # the gather, each size on its own: on a CPU cold (kv_sizes) and, where the cache's size is
+        # known, warm: two calls after one (kv_sizes_warm); elsewhere the middle size alone, two
+        # calls (the first refills what the copy probe swept out), gives eta_kv
+        if device == "cpu":
+            gathers = {(s, c): kv_gather_probe(device, s, c) for s, c in KV_SIZES}
+            probes |= {f"kv{s}x{c}": cold(fn) for (s, c), fn in gathers.items()}
+            if self.cache_bytes:
+                probes |= {f"kvw{s}x{c}": lambda fn=fn: mean_time(fn, device, 2) for (s, c), fn in gathers.items()}
+        else:
+            probes[f"kv{KV_SEQS}x{KV_CONTEXT}"] = timed(kv_gather_probe(device), 2)
         probes["speed"] = speed_probe(device, 0.3 if small else SPEED_WINDOW_S)  # (start, a window's block rates)
         probes["logits"] = paired({f"logits{v}": logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
         probes["verify_host"] = paired(verify_host_probe(device), 20)
@@ -296,19 +322,26 @@ class Calibration:
         out["gemm_half_rows"] = statistics.median(  # rate peak * M / (M + M0) -> M0 = t * peak / flops * M - M
             max(0.0, t[("half", *key)] * peak / flops * key[1] - key[1]) for key, (_, flops) in self.halves.items()
         ) if self.halves else 0.0
-        if self.curves:
-            table: dict[int, list] = {}
-            for (kib, m), (_, flops) in self.curves.items():
-                table.setdefault(kib, []).append([m, round(flops / (t[("curve", kib, m)] * peak), 4)])
-            out["gemm_rows"] = table
+        for name, key, probes in (("gemm_rows", "curve", self.curves), ("gemm_rows_warm", "warm", self.warm)):
+            if probes:
+                table: dict[int, list] = {}
+                for (kib, m), (_, flops) in probes.items():
+                    table.setdefault(kib, []).append([m, round(flops / (t[(key, kib, m)] * peak), 4)])
+                out[name] = table
+        out["cache_bytes"] = self.cache_bytes
         # a family-shaped layer's host time beyond what the cost model charges for its products
-        out["layer_s"] = layer_time(t, DEEP, layer_products_time(out.get("gemm_rows", {}), peak, out["stream_bw"])) \
-            if "layer1" in t else per_layer
+        products = layer_products_time(out.get("gemm_rows", {}), peak, out["stream_bw"], DEEP,
+                                       out.get("gemm_rows_warm"), self.cache_bytes)
+        out["layer_s"] = layer_time(t, DEEP, products) if "layer1" in t else per_layer
         out["kv_sizes"] = kv_size_curve(t, out["stream_bw"]) if self.serial else []
+        out["kv_sizes_warm"] = kv_size_curve(t, out["stream_bw"], "kvw") if self.serial and self.cache_bytes else []
         # the gather rate: the curve's at the middle size (its call's fixed part out), else the middle probe's
         out["kv_gather_bw"] = out["kv_sizes"][1][1] * out["stream_bw"] if out["kv_sizes"] \
             else kv_gather_bytes() / t[f"kv{KV_SEQS}x{KV_CONTEXT}"]
-        out["eta_attn"], out["fused_query_s"], out["fused_key_s"] = attention_figures(t, out["kv_gather_bw"], peak) \
+        # the attention probes' 16 MiB of keys stay in the cache between their calls: beside the
+        # gather at its warm rate where measured
+        gather_bw = out["kv_sizes_warm"][1][1] * out["stream_bw"] if out["kv_sizes_warm"] else out["kv_gather_bw"]
+        out["eta_attn"], out["fused_query_s"], out["fused_key_s"] = attention_figures(t, gather_bw, peak) \
             if self.serial else (1.0, 0.0, 0.0)
         out["attn_dense"] = self.serial
         out["elementwise_s"] = elementwise_time(*(t[f"ew{n}"] for n in EW_PAIR)) if self.serial else 0.0
@@ -374,6 +407,7 @@ allreduce_latency_us: 0
 gemm_half_rows: {m['gemm_half_rows']:.2f}
 eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
 {('kv_sizes: ' + str(m['kv_sizes'])) if m.get('kv_sizes') else '# kv_sizes: none measured (eta_kv at every size)'}
+{('kv_sizes_warm: ' + str(m['kv_sizes_warm'])) if m.get('kv_sizes_warm') else '# kv_sizes_warm: none measured'}
 eta_attn: {m['eta_attn']:.4f}
 fused_query_us: {m['fused_query_s'] * 1e6:.3f}
 fused_key_ns: {m['fused_key_s'] * 1e9:.3f}
@@ -398,14 +432,16 @@ batch_query_us: {m['batch_query_s'] * 1e6:.1f}
 mixed_query_us: {m['mixed_query_s'] * 1e6:.1f}
 draft_seq_us: {m['draft_seq_s'] * 1e6:.1f}
 draft_pass_seq_us: {m['draft_pass_seq_s'] * 1e6:.1f}
-""" + _gemm_rows_yaml(m.get("gemm_rows"))
+""" + _gemm_rows_yaml("gemm_rows", m.get("gemm_rows"), "weights read from memory") \
+        + _gemm_rows_yaml("gemm_rows_warm", m.get("gemm_rows_warm"), "weights in the last-level cache") \
+        + (f"cache_mb: {m['cache_bytes'] / 2**20:g}  # the last-level cache\n" if m.get("cache_bytes") else "")
 
 
-def _gemm_rows_yaml(table: dict | None) -> str:
+def _gemm_rows_yaml(key: str, table: dict | None, what: str) -> str:
     if not table:
         return ""
-    lines = ["# matmul rate over M rows, fraction of the fp32 GEMM peak, per weight-matrix size in KiB:"]
-    lines += ["gemm_rows:"] + [f"  {kib}: {curve}" for kib, curve in table.items()]
+    lines = [f"# matmul rate over M rows, fraction of the fp32 GEMM peak, per weight-matrix size in KiB ({what}):"]
+    lines += [f"{key}:"] + [f"  {kib}: {curve}" for kib, curve in table.items()]
     return "\n".join(lines) + "\n"
 
 

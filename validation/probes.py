@@ -73,9 +73,9 @@ def interleaved_times(fns: dict, device: str, calls: int) -> dict:
 
 
 def matmul_probes(device: str, sizes, rows, pool_bytes: int = 64 << 20) -> dict:
-    """{(weight KiB, M): (call, FLOPs of one product)}: `x @ W.T` (x: (M, k), W: (n, k)) over
-    distinct matrices filling `pool_bytes`, as a forward pass meets each weight once (a matrix
-    multiplied again straight away sits in L2 and runs up to 4x faster); time per call / count."""
+    """{(weight KiB, M): (call, FLOPs of one call)}: `x @ W.T` (x: (M, k), W: (n, k)) over
+    distinct matrices filling `pool_bytes` (one at least), as a forward pass meets each weight
+    once (a matrix multiplied again straight away sits in L2 and runs up to 4x faster)."""
     out = {}
     for k, n in sizes:
         ws = [torch.randn(n, k, device=device) for _ in range(max(1, pool_bytes // (4 * k * n)))]
@@ -83,6 +83,25 @@ def matmul_probes(device: str, sizes, rows, pool_bytes: int = 64 << 20) -> dict:
             x = torch.randn(m, k, device=device)
             out[(k * n * 4 // 1024, m)] = (lambda x=x, ws=ws: [x @ w.T for w in ws], 2 * m * k * n * len(ws))
     return out
+
+
+def last_level_cache_bytes(cpu: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
+    """The bytes of this CPU's last-level cache (the highest level sysfs lists for cpu0: here the
+    300 MiB L3), 0 where the system does not say."""
+    best = (0, 0)
+    for index in cpu.glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            text = (index / "size").read_text().strip()
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+        digits = text.rstrip("KkMmGg")
+        if digits.isdigit():
+            best = max(best, (level, int(digits) * scale))
+    return best[1]
 
 
 KV_HEADS, KV_DIM = 8, 64
@@ -107,12 +126,13 @@ def kv_gather_probe(device: str, seqs: int = KV_SEQS, context: int = KV_CONTEXT)
     return _paged_attention_call(device, seqs, context - 1, 1, KV_HEADS, KV_HEADS)
 
 
-def kv_size_curve(t: dict, stream_bw: float) -> list[list[float]]:
-    """[[MiB, eta_kv], ...] from the gather probes' mean times `t` ("kv{seqs}x{context}" for
-    each of KV_SIZES): each size's rate (average_per_unit: a call's fixed part left out, which
-    the layer's host time, launch_us, holds) against the weight-streaming bandwidth, at most 1."""
+def kv_size_curve(t: dict, stream_bw: float, prefix: str = "kv") -> list[list[float]]:
+    """[[MiB, eta_kv], ...] from the gather probes' mean times `t` ("{prefix}{seqs}x{context}"
+    for each of KV_SIZES: "kv" cold, "kvw" warm): each size's rate (average_per_unit: a call's
+    fixed part left out, which the layer's host time, launch_us, holds) against the
+    weight-streaming bandwidth, at most 1."""
     sizes = [kv_gather_bytes(s, c) for s, c in KV_SIZES]
-    per_byte = average_per_unit(sizes, [t[f"kv{s}x{c}"] for s, c in KV_SIZES])
+    per_byte = average_per_unit(sizes, [t[f"{prefix}{s}x{c}"] for s, c in KV_SIZES])
     return [[b / 2**20, round(min(1.0, 1.0 / (x * stream_bw)), 4)] for b, x in zip(sizes, per_byte)]
 
 
@@ -451,23 +471,28 @@ def layer_probes(layers: int, device: str) -> dict:
     return {f"layer{layers}": forward_probe(layers, device, shape=EW_SPEC)}
 
 
-def layer_products_time(gemm_rows: dict, peak: float, stream_bw: float) -> float:
-    """What the cost model charges for one EW_SPEC layer's weight products at one row, on the
-    measured matmul curves (`gemm_rows`: {KiB: [[rows, fraction], ...]}) and streaming rate: the
-    larger of their compute and their weights' streaming time. The layer probes' products run
-    warm (the model's 3 MB a layer stay in the last-level cache between its forwards, as the
-    family's do in a served step): 135 us a layer here, where the curves, measured on 64 MiB of
-    distinct matrices, price 253 us. Taking off the price instead keeps a step of the family's
-    shape right (its host time plus the priced products is the layer as timed)."""
+def layer_products_time(gemm_rows: dict, peak: float, stream_bw: float, layers: int,
+                        warm: dict | None = None, cache_bytes: float = 0) -> float:
+    """What the cost model charges for one EW_SPEC layer's weight products at one row, in a model
+    of `layers` such layers (the layer probes'), on the measured matmul curves (`gemm_rows`, and
+    `warm` where that model's weights fit `cache_bytes` of last-level cache: {KiB: [[rows,
+    fraction], ...]}) and streaming rate: the larger of their compute and their weights'
+    streaming time. Taking off the price, not the products as timed beside the probe, keeps a
+    step of the family's shape right (its host time plus the priced products is the layer as
+    timed)."""
     from dataclasses import replace
 
     from sim.cost import ForwardCost
     from sim.hardware import hardware_from_node
     from sim.specio import Node
-    curves = {kib: [list(p) for p in c] for kib, c in gemm_rows.items()}
-    hw = hardware_from_node(Node({"preset": "cpu", "tflops": {"fp32": peak / 1e12}, "memory_tb_s": stream_bw / 1e12,
-                                  "eta_compute": 1.0, "eta_memory": 1.0, "launch_us": 0.0}
-                                 | ({"gemm_rows": curves} if curves else {}), None, "hardware"), Path("."))
+    profile = {"preset": "cpu", "tflops": {"fp32": peak / 1e12}, "memory_tb_s": stream_bw / 1e12,
+               "eta_compute": 1.0, "eta_memory": 1.0, "launch_us": 0.0}
+    if gemm_rows:
+        profile["gemm_rows"] = {kib: [list(p) for p in c] for kib, c in gemm_rows.items()}
+        if warm:
+            profile |= {"gemm_rows_warm": {kib: [list(p) for p in c] for kib, c in warm.items()},
+                        "cache_mb": cache_bytes / 2**20}
+    hw = hardware_from_node(Node(profile, None, "hardware"), Path(".")).for_weights(replace(EW_SPEC, layers=layers).weight_bytes)
     cost = ForwardCost(replace(EW_SPEC, layers=1), hw, lm_head=False)
     _, _, _, compute, memory = cost._token_part(1, 0)
     return max(compute, memory)

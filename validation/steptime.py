@@ -134,7 +134,9 @@ def predict(spec, hw, p: dict) -> float:
     """The forward pass alone, as timed: its layers and LM head plus one pass's host time (the
     engine's step adds scheduling, verification and commit: host_time, which the end-to-end
     comparison checks)."""
-    bare = replace(hw, logit_s=0.0)  # a bare forward call: nothing samples or verifies its logits
+    # a bare forward call (nothing samples or verifies its logits) of a model served alone, its
+    # products on the warm matmul curves where its weights fit the last-level cache
+    bare = replace(hw.for_weights(spec.weight_bytes), logit_s=0.0)
     return float(ForwardCost(spec, bare)(work_of(p)).time + hw.pass_overhead_s + hw.index_check_s)
 
 
@@ -148,7 +150,8 @@ def summary(errs: list[float]) -> dict:
 
 FIT = ("eta_compute", "eta_memory", "eta_kv", "eta_attn", "launch_s", "gemm_half_rows", "pass_overhead_s",
        "multi_query_s", "batch_query_s", "elementwise_s")
-CURVES = {"eta_kv": "kv_sizes", "elementwise_s": "elementwise_sizes"}  # fitted figure -> the curve it scales
+# fitted figure -> the measured curves it scales
+CURVES = {"eta_kv": ("kv_sizes", "kv_sizes_warm"), "elementwise_s": ("elementwise_sizes",)}
 SAMPLE_S = 0.06  # a point's calls per pass run for at least this long
 CAL_CYCLES = 2  # calibration cycles per pass, one probe or a few between consecutive points
 SCALES = (0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0)
@@ -172,9 +175,8 @@ def fit(points: list[dict], hw) -> tuple[dict, object]:
                 if name.startswith("eta_"):
                     v = min(1.0, v)
                 change = {name: v}
-                curve = CURVES.get(name)
-                if curve and getattr(cur, curve) and base:  # a measured curve that replaces it scales with it
-                    cap = 1.0 if name.startswith("eta_") else math.inf
+                cap = 1.0 if name.startswith("eta_") else math.inf
+                for curve in CURVES.get(name, ()) if base else ():  # a measured curve that replaces it scales with it
                     change[curve] = tuple((n, min(cap, x * v / base)) for n, x in getattr(cur, curve))
                 cand = replace(cur, **change)
                 e = loss(cand)
