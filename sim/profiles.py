@@ -8,7 +8,9 @@
                                       requests differ: each request draws one component (in
                                       proportion to the weights) and keeps it; every component
                                       one of the four forms above, all chains/trees or all
-                                      confidence
+                                      confidence; a component's `request_ids: [id, ...]` gives
+                                      it those requests instead of a draw (the requests an
+                                      engine run measured it on)
     {profile: NAME}                   traces/acceptance/NAME.yaml, which cites its source
     {measured: path.json}             written by the engine's acceptance measurement
 
@@ -41,6 +43,9 @@ class Acceptance:
     source: str = "inline"
     # a mixture's components: (weight, Acceptance), weights summing to 1; empty: one population
     components: tuple = ()
+    # ((request id, component index), ...): requests that keep the component named for them
+    # (request_ids) instead of drawing one; the rest draw
+    assigned: tuple = ()
 
     def groups(self) -> tuple:
         """((weight, Acceptance), ...): the components, or the model itself with weight 1."""
@@ -48,8 +53,12 @@ class Acceptance:
 
     def describe(self) -> dict:
         if self.components:
-            return {"mixture": [{"weight": round(w, 6), **{k: v for k, v in a.describe().items() if k != "source"}}
-                                for w, a in self.components], "source": self.source}
+            ids: dict[int, list] = {}
+            for rid, g in self.assigned:
+                ids.setdefault(g, []).append(rid)
+            return {"mixture": [{"weight": round(w, 6), **{k: v for k, v in a.describe().items() if k != "source"},
+                                 **({"request_ids": ids[g]} if g in ids else {})}
+                                for g, (w, a) in enumerate(self.components)], "source": self.source}
         if self.confidence is not None:
             c = self.confidence
             return {"confidence": {"top1_mean": c.top1_mean, "top1_concentration": c.top1_concentration,
@@ -76,13 +85,18 @@ def acceptance_from_node(node: Node, base_dir: Path, depth: int) -> Acceptance:
 def _mixture(sub: Node, depth: int, source: str) -> Acceptance:
     """Components [{weight, <one form>}, ...] (weights relative, normalised here), pooled as the
     module docstring says."""
-    comps = []
-    for item in sub.seq(min_len=1, max_len=MAX_COMPONENTS):
-        f = item.mapping(("weight",) + FORMS, required=("weight",))
+    comps, assigned = [], {}
+    for g, item in enumerate(sub.seq(min_len=1, max_len=MAX_COMPONENTS)):
+        f = item.mapping(("weight", "request_ids") + FORMS, required=("weight",))
         forms = [k for k in FORMS if k in f]
         if len(forms) != 1:
             raise item.error(f"expected a weight and exactly one of: {', '.join(FORMS)}")
         comps.append((f["weight"].number(lo=0.0, hi=1e9, lo_open=True), _form(forms[0], f[forms[0]], depth, source)))
+        for n in f["request_ids"].seq(min_len=1, max_len=10**7) if "request_ids" in f else ():
+            rid = n.integer(lo=0, hi=2**63 - 1)
+            if rid in assigned:
+                raise n.error(f"request {rid} is given to component {assigned[rid]} already")
+            assigned[rid] = g
     kinds = {a.confidence is None for _, a in comps}
     if len(kinds) > 1:
         raise sub.error("expected every component to be a chain/tree form (per_depth, mean_accepted, rank_depth) "
@@ -92,12 +106,12 @@ def _mixture(sub: Node, depth: int, source: str) -> Acceptance:
     if comps[0][1].confidence is not None:
         names = [f.name for f in fields(Confidence)]
         pooled = Confidence(**{n: sum(w * getattr(a.confidence, n) for w, a in comps) for n in names})
-        return Acceptance(confidence=pooled, source=source, components=comps)
+        return Acceptance(confidence=pooled, source=source, components=comps, assigned=tuple(sorted(assigned.items())))
     rows = max(len(a.rank.probs) for _, a in comps)
     ranks = [max(len(a.rank.p_row(d)) for _, a in comps) for d in range(1, rows + 1)]
     probs = tuple(tuple(sum(w * a.rank.p(d, r) for w, a in comps) for r in range(ranks[d - 1]))
                   for d in range(1, rows + 1))
-    return Acceptance(rank=RankDepth(probs), source=source, components=comps)
+    return Acceptance(rank=RankDepth(probs), source=source, components=comps, assigned=tuple(sorted(assigned.items())))
 
 
 def _prob(n: Node) -> float:

@@ -43,7 +43,9 @@ class Speculator:
         self.mixed = len(self.groups) > 1
         self._cum = list(accumulate(w for w, _ in self.groups))
         self._phase = random.Random(int(np.random.SeedSequence([seed, 13]).generate_state(1)[0])).random()
-        self._group: dict[int, int] = {}
+        self._group: dict[int, int] = {}  # request id -> its component
+        self._assigned = dict(scheme.acceptance.assigned)  # request id -> the component measured on it
+        self._drawn = 0  # requests that drew a component
         self._static: dict[tuple[int, int, int], CompiledTree] = {}  # (depth, limit, group)
         self._picks: list[int] = []
         self._cut: dict[tuple[int, int, int, int], CompiledTree] = {}  # library trees cut near a request's end
@@ -68,11 +70,16 @@ class Speculator:
         return self.match * sum(w * a.rank.compile(tree).expected for w, a in self.groups)
 
     def group(self, seq) -> int:
-        """The mixture component of seq's request (0 without a mixture), fixed at first sight."""
+        """The mixture component of seq's request (0 without a mixture), fixed at first sight: the
+        one measured on that request where the acceptance names it (request_ids), else drawn."""
         g = self._group.get(seq.id)
         if g is None:
-            u = (self._phase + len(self._group) * GOLDEN) % 1.0
-            g = self._group[seq.id] = min(bisect_right(self._cum, u), len(self._cum) - 1)
+            g = self._assigned.get(seq.id)
+            if g is None:
+                u = (self._phase + self._drawn * GOLDEN) % 1.0
+                g = min(bisect_right(self._cum, u), len(self._cum) - 1)
+                self._drawn += 1
+            self._group[seq.id] = g
         return g
 
     def _matched(self, plans: list) -> list:

@@ -147,6 +147,8 @@ def test_grouped_profile_cuts_requests_by_tokens_per_step():
     assert [c["weight"] for c in doc["mixture"]] == [0.25] * 4
     firsts = [c["per_depth"][0] for c in doc["mixture"]]
     assert firsts == sorted(firsts) and firsts[0] == pytest.approx(1 / 20) and firsts[-1] == pytest.approx(13 / 20)
+    # each group names its requests (request 99 drafted nothing: in none)
+    assert [c["request_ids"] for c in doc["mixture"]] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     pooled = grouped_profile(chain, reqs, size=5)  # 8 requests drafted: one group of 5
     assert pooled["per_depth"][0] == pytest.approx(28 / 80)
     tree = SimpleNamespace(name="eagle", tree_nodes=8)

@@ -56,6 +56,17 @@ def test_mixture_pools_its_components_and_normalises_weights():
     assert [c["weight"] for c in d["mixture"]] == [0.25, 0.75] and d["mixture"][1]["rank_depth"][0] == [0.9, 0.05]
 
 
+def test_mixture_names_the_requests_each_component_was_measured_on():
+    """request_ids give a component its requests (kept as (request, component) pairs, written
+    back by describe); a mixture without them assigns none."""
+    acc = _acc({"mixture": [{"weight": 1, "per_depth": [0.5], "request_ids": [3, 0]},
+                            {"weight": 1, "per_depth": [0.9]}, {"weight": 2, "per_depth": [0.7], "request_ids": [1]}]})
+    assert acc.assigned == ((0, 0), (1, 2), (3, 0))
+    d = acc.describe()["mixture"]
+    assert d[0]["request_ids"] == [0, 3] and "request_ids" not in d[1] and d[2]["request_ids"] == [1]
+    assert _acc({"mixture": [{"weight": 1, "per_depth": [0.5]}]}).assigned == ()
+
+
 def test_mixture_of_confidence_models_pools_field_by_field():
     acc = _acc({"mixture": [{"weight": 1, "confidence": {"top1_mean": 0.4}},
                             {"weight": 1, "confidence": {"top1_mean": 0.8, "tail": 0.3}}]})
@@ -71,6 +82,10 @@ def test_mixture_of_confidence_models_pools_field_by_field():
     ({"mixture": [{"weight": 1, "per_depth": [0.5]}, {"weight": 1, "confidence": {"top1_mean": 0.5}}]}, "not both"),
     ({"mixture": [{"weight": 1, "profile": "mtp-deepseek-v3"}]}, "profile"),
     ({"mixture": []}, "mixture"),
+    ({"mixture": [{"weight": 1, "per_depth": [0.5], "request_ids": [1, 2]},
+                  {"weight": 1, "per_depth": [0.4], "request_ids": [2]}]}, "request 2 is given to component 0"),
+    ({"mixture": [{"weight": 1, "per_depth": [0.5], "request_ids": [-1]}]}, "request_ids"),
+    ({"mixture": [{"weight": 1, "per_depth": [0.5], "request_ids": []}]}, "request_ids"),
 ])
 def test_bad_mixtures_name_their_key(doc, needle):
     from sim.errors import SpecError

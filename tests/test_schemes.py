@@ -374,6 +374,24 @@ def test_mixture_gives_each_request_its_own_acceptance(tmp_path, entry):
     assert steps.max() > 1.4 * steps.min()
 
 
+@pytest.mark.parametrize("entry", [MIXED, MIXED2], ids=["chain", "dynamic"])
+def test_requests_named_by_a_component_keep_it(tmp_path, entry):
+    """A component's request_ids give it those requests, whatever the draw would have; the
+    other requests draw as before (the same sequence of draws as with no requests named)."""
+    comps = entry["acceptance"]["mixture"]
+    named = {**entry, "label": "named", "acceptance": {"mixture": [{**comps[0], "request_ids": [5, 7]}, {**comps[1], "request_ids": [0]}]}}
+    trace = make_trace(tmp_path, speculation=[named, entry])
+    spec, free = (Speculator(s, trace, seed=3) for s in trace.speculation)
+
+    class Seq:
+        def __init__(self, i):
+            self.id = i
+    assert [spec.group(Seq(i)) for i in (5, 7, 0)] == [0, 0, 1]
+    drawn = [i for i in range(40) if i not in (0, 5, 7)]
+    assert [spec.group(Seq(i)) for i in drawn] == [free.group(Seq(i)) for i in range(len(drawn))]
+    assert spec.group(Seq(5)) == 0  # kept
+
+
 def pooled_form(scheme) -> dict:
     """The mixture's pooled model as a single-population form."""
     a = scheme.acceptance
