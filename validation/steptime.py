@@ -25,11 +25,13 @@ other moments than the points mispredicts them all alike (calibrations an hour a
 and 1.1 ms per layer).
 Against that, the simulator's `ForwardCost(model, hardware)(work).time + pass_overhead_s +
 index_check_s` (the forward alone, as timed, with the target's index checks) for the same work
-(query tokens, attended pairs, KV read, logits rows: the scheduler's `Batch.aggregates`).
+(query tokens, attended pairs, KV read, logits rows: the scheduler's `Batch.aggregates`), the
+hardware as it serves that model alone (`HardwareSpec.for_weights`: the warm matmul and gather
+curves where its weights fit the last-level cache, as the family's do and the Llama shape's not).
 
 `--fit` tunes eta_compute, eta_memory, eta_kv, eta_attn, launch_us, pass_overhead_us,
-multi_query_us, batch_query_us, elementwise_ns (a measured kv_sizes or elementwise_sizes curve
-scaled with its figure) and (without measured gemm_rows curves) gemm_half_rows on the even-numbered points (coordinate descent
+multi_query_us, batch_query_us, elementwise_ns (the measured kv_sizes, kv_sizes_warm or
+elementwise_sizes curves scaled with their figure) and (without measured gemm_rows curves) gemm_half_rows on the even-numbered points (coordinate descent
 on the median absolute log error) and reports the error on the odd ones.
 Writes DIR/steptime.json (every point, the error distribution, the fit), DIR/steptime.png and,
 with --fit, DIR/fitted-hardware.yaml (the profile with the fitted fields, for `compare --hardware`).
