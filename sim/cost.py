@@ -99,7 +99,7 @@ class ForwardCost:
         # (hardware.kv_sizes_warm) where the model's weights fit the last-level cache, for a
         # layer's gather of at most kv_room bytes (every layer's then fits beside the weights)
         self.kv_curve = _size_table(hw.kv_sizes)
-        self.kv_warm = _size_table(hw.kv_sizes_warm) if hw.resident_bytes and hw.kv_sizes else None
+        self.kv_warm = _size_table(hw.kv_sizes_warm) if hw.resident_bytes else None
         self.kv_room = (hw.cache_bytes - hw.resident_bytes) / max(1, model.layers)
         self.attn_fc = self.fc * hw.eta_attn
         self.attn_dense = hw.attn_dense

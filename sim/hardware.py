@@ -179,10 +179,10 @@ class HardwareSpec:
         table = {"gemm_rows": _gemm_rows_dict(self.gemm_rows)} if self.gemm_rows else {}
         table |= {"gemm_rows_warm": _gemm_rows_dict(self.gemm_rows_warm)} if self.gemm_rows_warm else {}
         table |= {"cache_mb": self.cache_bytes / 2**20} if self.cache_bytes else {}
-        table |= {"kv_sizes": [[b / 2**20, e] for b, e in self.kv_sizes]} if self.kv_sizes else {}
-        table |= {"kv_sizes_warm": [[b / 2**20, e] for b, e in self.kv_sizes_warm]} if self.kv_sizes_warm else {}
-        table |= {"elementwise_sizes": [[n / 1e6, x * 1e9] for n, x in self.elementwise_sizes]} \
-            if self.elementwise_sizes else {}
+        for key, curve, size_unit, value_unit in (("kv_sizes", self.kv_sizes, 2**20, 1.0),
+                                                  ("kv_sizes_warm", self.kv_sizes_warm, 2**20, 1.0),
+                                                  ("elementwise_sizes", self.elementwise_sizes, 1e6, 1e-9)):
+            table |= {key: [[n / size_unit, x / value_unit] for n, x in curve]} if curve else {}
         return {"description": self.description, "tflops": {d: f / 1e12 for d, f in self.flops.items()},
                 "memory_tb_s": self.mem_bw / 1e12, "memory_gb": self.mem_bytes / 1e9,
                 "interconnect_gb_s": self.link_bw / 1e9, "devices_per_node": self.devices_per_node,

@@ -101,17 +101,18 @@ def _mixture(sub: Node, depth: int, source: str) -> Acceptance:
     if len(kinds) > 1:
         raise sub.error("expected every component to be a chain/tree form (per_depth, mean_accepted, rank_depth) "
                         "or every one a confidence model, not both")
+    assigned = tuple(sorted(assigned.items()))
     total = sum(w for w, _ in comps)
     comps = tuple((w / total, a) for w, a in comps)
     if comps[0][1].confidence is not None:
         names = [f.name for f in fields(Confidence)]
         pooled = Confidence(**{n: sum(w * getattr(a.confidence, n) for w, a in comps) for n in names})
-        return Acceptance(confidence=pooled, source=source, components=comps, assigned=tuple(sorted(assigned.items())))
+        return Acceptance(confidence=pooled, source=source, components=comps, assigned=assigned)
     rows = max(len(a.rank.probs) for _, a in comps)
     ranks = [max(len(a.rank.p_row(d)) for _, a in comps) for d in range(1, rows + 1)]
     probs = tuple(tuple(sum(w * a.rank.p(d, r) for w, a in comps) for r in range(ranks[d - 1]))
                   for d in range(1, rows + 1))
-    return Acceptance(rank=RankDepth(probs), source=source, components=comps, assigned=tuple(sorted(assigned.items())))
+    return Acceptance(rank=RankDepth(probs), source=source, components=comps, assigned=assigned)
 
 
 def _prob(n: Node) -> float:

@@ -136,7 +136,7 @@ def trace_from_node(root: Node, path: Path) -> TraceSpec:
         tp = opt(pf, "tp", 1, lambda n: n.integer(lo=1, hi=hardware.devices_per_node))
         if "tp" in pf and model.heads % tp:
             raise pf["tp"].error(f"tp {tp} must divide the model's {model.heads} heads")
-    # its products on the warm matmul curves where its weights fit the last-level cache (a
+    # priced on the warm matmul and gather curves where its weights fit the last-level cache (a
     # drafter's own, a fraction of the target's, are not counted)
     hardware = hardware.for_weights(model.weight_bytes / tp)
     serving = _serving(f["serving"]) if "serving" in f else ServingSpec()

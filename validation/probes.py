@@ -487,11 +487,10 @@ def layer_products_time(gemm_rows: dict, peak: float, stream_bw: float, layers: 
     from sim.specio import Node
     profile = {"preset": "cpu", "tflops": {"fp32": peak / 1e12}, "memory_tb_s": stream_bw / 1e12,
                "eta_compute": 1.0, "eta_memory": 1.0, "launch_us": 0.0}
-    if gemm_rows:
-        profile["gemm_rows"] = {kib: [list(p) for p in c] for kib, c in gemm_rows.items()}
+    if gemm_rows:  # the profile's own form, {KiB: [[rows, fraction], ...]}
+        profile["gemm_rows"] = gemm_rows
         if warm:
-            profile |= {"gemm_rows_warm": {kib: [list(p) for p in c] for kib, c in warm.items()},
-                        "cache_mb": cache_bytes / 2**20}
+            profile |= {"gemm_rows_warm": warm, "cache_mb": cache_bytes / 2**20}
     hw = hardware_from_node(Node(profile, None, "hardware"), Path(".")).for_weights(replace(EW_SPEC, layers=layers).weight_bytes)
     cost = ForwardCost(replace(EW_SPEC, layers=1), hw, lm_head=False)
     _, _, _, compute, memory = cost._token_part(1, 0)
