@@ -5,8 +5,9 @@ keys first and then computes, and its products cover each sequence's queries x g
 where it measured `fused_query_us` and `fused_key_ns`, each query token of a sequence verifying
 drafts, and each key such a sequence attends to, add theirs per query head; where a profile measured `elementwise_ns`, a layer's unfused
 elementwise passes add their time per activation element, and where it measured `logit_ns`,
-the sampling or verification after a pass its time per logit element, LM-head rows x vocab); a
-step sums its layers, the LM head, tensor-parallel all-reduces, host overhead, allocator
+the sampling or verification after a pass its time per logit element, LM-head rows x vocab;
+where the warm matmul curves price a model whose weights fit the last-level cache, its memory
+roof counts no weight bytes, which those curves were timed reading from that cache); a step sums its layers, the LM head, tensor-parallel all-reduces, host overhead, allocator
 operations and KV copies.
 
 Every function takes per-step aggregates that may be Python numbers or numpy arrays of shape
@@ -101,6 +102,10 @@ class ForwardCost:
         self.kv_curve = _size_table(hw.kv_sizes)
         self.kv_warm = _size_table(hw.kv_sizes_warm) if hw.resident_bytes else None
         self.kv_room = (hw.cache_bytes - hw.resident_bytes) / max(1, model.layers)
+        # 0 where the warm matmul curves price the products (the weights sit in the last-level
+        # cache: those curves were timed with the weights read from there, so streaming them at
+        # the memory roof would charge them twice), else 1
+        self.weight_stream = 0.0 if hw.resident_bytes and hw.gemm_rows_warm else 1.0
         self.attn_fc = self.fc * hw.eta_attn
         self.attn_dense = hw.attn_dense
         self.m0 = hw.gemm_half_rows
@@ -232,7 +237,8 @@ class ForwardCost:
         act = tokens * self.act_per_tok
         f_dense = self.dense_flops_per_tok * tokens
         b_dense = self.dense_weight_bytes + act
-        c_dense, m_dense = self._compute(f_dense, tokens, "dense"), b_dense / bw
+        c_dense = self._compute(f_dense, tokens, "dense")
+        m_dense = (self.weight_stream * self.dense_weight_bytes + act) / bw
         dense, moe = self.dense, self.moe
         t = dense * _max(c_dense, m_dense) + self.launch + self.elementwise_time(tokens)
         flops, nbytes = dense * f_dense, dense * b_dense
@@ -242,7 +248,7 @@ class ForwardCost:
             f_moe = self.moe_flops_per_tok * tokens
             b_moe = self.moe_attn_bytes + touched * self.expert_bytes + act
             c_moe = self._compute(f_moe, tokens, "attn", "expert", m.active_experts + m.shared_experts)
-            m_moe = b_moe / bw
+            m_moe = (self.weight_stream * (b_moe - act) + act) / bw
             t = t + moe * _max(c_moe, m_moe)
             flops, nbytes = flops + moe * f_moe, nbytes + moe * b_moe
             c_sum, m_sum = c_sum + moe * c_moe, m_sum + moe * m_moe
@@ -251,7 +257,8 @@ class ForwardCost:
         if self.lm_head:  # embedding gather + LM head over the sampled positions
             f_lm = self.lm_flops_per_tok * lm_tokens
             b_lm = self.lm_weight_bytes + self.logit_bytes * lm_tokens + self.embed_bytes_per_tok * tokens
-            c_lm, m_lm = self._compute(f_lm, lm_tokens, "lm"), b_lm / bw
+            c_lm = self._compute(f_lm, lm_tokens, "lm")
+            m_lm = (b_lm - (1.0 - self.weight_stream) * self.lm_weight_bytes) / bw  # weights from the cache: not streamed
             t = t + _max(c_lm, m_lm) + 2 * self.hw.launch_s + self.logit_pass * lm_tokens
             flops, nbytes = flops + f_lm, nbytes + b_lm
             c_sum, m_sum = c_sum + c_lm, m_sum + m_lm

@@ -54,10 +54,10 @@ class HardwareSpec:
     # pool of matrices that fits it, swept once before the timed pass), and that cache's bytes:
     # a model whose weights fit (for_weights) is priced on these, since its forward passes find
     # the weights the previous pass left there (here the family's 16 MB in a 300 MB L3: its 1-row
-    # products run up to 1.3x faster than read from memory); empty or 0: gemm_rows for every model
+    # products run about 2x faster than read from memory); empty or 0: gemm_rows for every model
     gemm_rows_warm: tuple = ()
     cache_bytes: float = 0.0
-    # kv_sizes measured with the gathered K and V already in that cache (the second of two calls;
+    # kv_sizes measured with the gathered K and V already in that cache (calls after several;
     # kv_sizes is then the first after the cache is swept out): a pass of a model whose weights
     # fit reads at these rates while its layers' gathers fit beside the weights too (here the
     # family's decode of 16 sequences at 2,048 keys, 32 MiB a layer, gathered at 4.8 GB/s warm

@@ -102,10 +102,39 @@ def test_ticks_run_the_cycle_a_few_probes_at_a_time():
 
 
 def test_interleaved_times_alternate_the_calls():
+    """One untimed round, then the timed calls, alternating one by one."""
     from validation.probes import interleaved_times
     log = []
     got = interleaved_times({"a": lambda: log.append("a"), "b": lambda: log.append("b")}, "cpu", 3)
-    assert log == ["a", "b"] * 3 and set(got) == {"a", "b"} and all(t >= 0 for t in got.values())
+    assert log == ["a", "b"] * 4 and set(got) == {"a", "b"} and all(t >= 0 for t in got.values())
+
+
+def test_steady_time_waits_until_repeating_stops_making_a_call_faster():
+    """A call that settles over its first passes (as a pool of weights settles into the cache) is
+    timed once a pass is no more than 3% faster than the one before, as the mean of those two;
+    one that never settles stops at `most` calls; three calls at least."""
+    import time
+
+    from validation.probes import steady_time
+
+    def settling(durations):
+        it = iter(durations)
+        calls = []
+
+        def fn():
+            calls.append(1)
+            time.sleep(next(it))
+        return fn, calls
+
+    fn, calls = settling([0.040, 0.030, 0.020, 0.010, 0.0099, 1.0])
+    t = steady_time(fn, "cpu")
+    assert len(calls) == 5 and 0.0099 <= t < 0.0130
+    fn, calls = settling([0.004, 0.004, 0.004, 1.0])
+    steady_time(fn, "cpu")
+    assert len(calls) == 3
+    fn, calls = settling([0.002 * 0.8 ** i for i in range(30)])
+    steady_time(fn, "cpu", most=6)
+    assert len(calls) == 6
 
 
 def test_attention_figures_recover_the_rate_and_costs_they_were_built_from():

@@ -216,6 +216,28 @@ def test_warm_curves_price_a_model_whose_weights_fit_the_cache(tmp_path):
         assert hw.resident_bytes == (m.weight_bytes if m is tiny else 0)
 
 
+def test_cached_weights_are_not_streamed_at_the_memory_roof():
+    """Where the warm curves price a model whose weights fit the cache, its products cost what
+    those curves say (timed reading the weights from the cache) on a memory rate slow enough to
+    bind every product of the same model on the cold curves, and of a model over the cache.
+    Cost.bytes counts the weights either way."""
+    tiny, big = model("tiny"), model("llama-3.2-1b")
+
+    def hw(tb_s, **warm):
+        return device("cpu", gemm_rows=CURVES, memory_tb_s=tb_s, launch_us=0.0, **warm)
+
+    warm = dict(gemm_rows_warm=WARM, cache_mb=300)
+    for tokens in (1, 4, 12):
+        slow, fast = (ForwardCost(tiny, hw(tb, **warm).for_weights(tiny.weight_bytes))._token_part(tokens, tokens)
+                      for tb in (0.003, 3.0))
+        assert slow[0] == pytest.approx(fast[0], rel=0.02) and slow[2] == fast[2]  # time; bytes
+        cold_slow, cold_fast = (ForwardCost(tiny, hw(tb))._token_part(tokens, tokens) for tb in (0.003, 3.0))
+        assert cold_slow[0] > 3 * cold_fast[0] and cold_slow[0] > tiny.weight_bytes / 3e9 and cold_slow[2] == slow[2]
+    over = hw(0.003, **warm).for_weights(big.weight_bytes)
+    assert ForwardCost(big, over).weight_stream == 1.0
+    assert ForwardCost(big, over)._token_part(1, 1)[0] > big.weight_bytes / 3e9
+
+
 def test_warm_gathers_while_they_fit_beside_cached_weights(tmp_path):
     """With kv_sizes_warm, a model whose weights fit the cache reads a layer's gather at the warm
     rate while every layer's gather fits beside the weights, at kv_sizes beyond; a model whose

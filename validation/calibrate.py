@@ -58,9 +58,10 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   matrices (out of L2, as a forward pass meets each weight once) right after a write over 1.5x
   the last-level cache (the weights read from memory, as a model larger than the cache reads
   them), as a fraction of the GEMM peak; `gemm_rows_warm`: the same products over distinct
-  matrices filling at most half that cache, timed on their second pass (a model whose weights
-  fit finds them there: the family's 1-row products ran up to 1.3x faster than read from
-  memory, and the step-time grid's family decodes had read +13% on curves timed half warm),
+  matrices filling at most half that cache, timed once passing over them again stops making them
+  faster (`probes.steady_time`: five to eight passes after other work swept the cache; a model
+  whose weights fit finds them there step after step, and its 1-row products ran about 2x faster
+  than read from memory; the second pass, timed until 0.15.0, still read nearly cold),
   and `cache_mb`, the last-level cache's size as sysfs gives it. CPU BLAS changes kernels with
   M (4 rows can cost 1.5x 3 rows) and its rate depends on the matrix size, which no
   one-parameter curve follows;
@@ -68,9 +69,9 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`; on a CPU the
   same at 8, 32 and 128 MiB a call, each call right after the last-level cache is swept out ->
   `kv_sizes` (the rate of K and V read from memory; the grid's Llama-shaped decoding of 16
-  sequences at context 2,048, 128 MiB a layer, had read -9% on a single rate), and the second
-  and third of three calls -> `kv_sizes_warm` (K and V already in that cache, as a small model's
-  are between its steps: the family's decode of 16 sequences at 2,048 keys, 32 MiB a layer,
+  sequences at context 2,048, 128 MiB a layer, had read -9% on a single rate), and the same
+  once repeating it stops making it faster -> `kv_sizes_warm` (K and V already in that cache, as a small
+  model's are between its steps: the family's decode of 16 sequences at 2,048 keys, 32 MiB a layer,
   gathered at 4.8 GB/s warm and 2.8 GB/s cold, and the grid's such decodes had read +15% to
   +29% on the half-warm rate timed before); `eta_kv` is the cold curve's middle;
 - attention products: the engine's paged attention verifying chains of 8 and of 64 tokens (a
@@ -158,7 +159,7 @@ from validation.probes import (ATTN_CONTEXTS, ATTN_FEW, ATTN_MANY, EW_PAIR, EW_T
                                engine_step, forward_probe, interleaved_times, kv_gather_bytes, kv_gather_probe,
                                kv_size_curve, logit_probe,
                                logit_time, matmul_probes, mean_time, SPEED_BLOCK_S, SPEED_WINDOW_S,
-                               speed_probe, verify_host_figures, verify_host_probe, layer_probes, layer_products_time, layer_time,
+                               speed_probe, steady_time, verify_host_figures, verify_host_probe, layer_probes, layer_products_time, layer_time,
                                last_level_cache_bytes)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,18 +231,18 @@ class Calibration:
         def cold(fn):  # one call right after the last-level cache is swept out
             return lambda: (flush.add_(0.0), mean_time(fn, device, 1, warm=False))[1]
 
-        # the matmul curves: one pass over their pool, cold; warm, the second of two passes
+        # the matmul curves: one pass over their pool, cold; warm, once repeating them stops making them faster
         probes |= {("curve", *key): cold(fn) for key, (fn, _) in self.curves.items()}
-        probes |= {("warm", *key): lambda fn=fn: mean_time(fn, device, 1) for key, (fn, _) in self.warm.items()}
+        probes |= {("warm", *key): lambda fn=fn: steady_time(fn, device) for key, (fn, _) in self.warm.items()}
         probes |= {("half", *key): timed(fn, 2) for key, (fn, _) in self.halves.items()}
         # the gather, each size on its own: on a CPU cold (kv_sizes) and, where the cache's size is
-        # known, warm: two calls after one (kv_sizes_warm); elsewhere the middle size alone, two
+        # known, warm: once repeating it stops making it faster (kv_sizes_warm); elsewhere the middle size alone, two
         # calls (the first refills what the copy probe swept out), gives eta_kv
         if device == "cpu":
             gathers = {(s, c): kv_gather_probe(device, s, c) for s, c in KV_SIZES}
             probes |= {f"kv{s}x{c}": cold(fn) for (s, c), fn in gathers.items()}
             if self.cache_bytes:
-                probes |= {f"kvw{s}x{c}": lambda fn=fn: mean_time(fn, device, 2) for (s, c), fn in gathers.items()}
+                probes |= {f"kvw{s}x{c}": lambda fn=fn: steady_time(fn, device) for (s, c), fn in gathers.items()}
         else:
             probes[f"kv{KV_SEQS}x{KV_CONTEXT}"] = timed(kv_gather_probe(device), 2)
         probes["speed"] = speed_probe(device, 0.3 if small else SPEED_WINDOW_S)  # (start, a window's block rates)

@@ -55,12 +55,36 @@ def mean_time(fn, device: str, calls: int, warm: bool = True, min_s: float = 0.0
     return (time.perf_counter() - t0) / n
 
 
+def steady_time(fn, device: str, tol: float = 0.03, most: int = 12) -> float:
+    """Seconds of one call of fn once repeating it stops making it faster: calls until one is no
+    more than `tol` faster than the one before (three at least, `most` at most), the mean of the
+    last two. A pool of weights that fits the last-level cache takes five to eight passes to
+    settle there after other work swept it: after a write over 1.5x that cache, 64 MiB of 768 KiB
+    matrices read 67, 66, 55, 42, 35, 34 us a matrix per pass (1 row), and 16 MiB ones 1.2, 1.2,
+    0.98, 0.75, 0.69, 0.66 ms; at 4 rows, where the products' compute dominates, the first pass
+    already reads within 2% of the third."""
+    sync = _timer(device)
+    times: list[float] = []
+    while len(times) < max(3, most):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+        if len(times) >= 3 and times[-1] >= (1.0 - tol) * times[-2]:
+            break
+    return (times[-1] + times[-2]) / 2
+
+
 def interleaved_times(fns: dict, device: str, calls: int) -> dict:
     """{name: mean seconds per call} of `calls` calls of each of `fns`, the calls interleaved one
     by one (fn a, fn b, fn a, ...): a calibration figure that is a difference of two probes (per
     layer: 6 layers against 1) would otherwise take them seconds apart, and this host's speed
-    changes within seconds (per-layer figures read 60 to 110 us between calibrations)."""
+    changes within seconds (per-layer figures read 60 to 110 us between calibrations). One
+    untimed round first: the first call after a probe that swept the caches reads slower."""
     sync = _timer(device)
+    for fn in fns.values():
+        fn()
     total = dict.fromkeys(fns, 0.0)
     for _ in range(max(1, calls)):
         for name, fn in fns.items():
