@@ -55,23 +55,24 @@ def mean_time(fn, device: str, calls: int, warm: bool = True, min_s: float = 0.0
     return (time.perf_counter() - t0) / n
 
 
-def steady_time(fn, device: str, tol: float = 0.03, most: int = 12) -> float:
-    """Seconds of one call of fn once repeating it stops making it faster: calls until one is no
-    more than `tol` faster than the one before (three at least, `most` at most), the mean of the
-    last two. A pool of weights that fits the last-level cache takes five to eight passes to
-    settle there after other work swept it: after a write over 1.5x that cache, 64 MiB of 768 KiB
-    matrices read 67, 66, 55, 42, 35, 34 us a matrix per pass (1 row), and 16 MiB ones 1.2, 1.2,
-    0.98, 0.75, 0.69, 0.66 ms; at 4 rows, where the products' compute dominates, the first pass
-    already reads within 2% of the third."""
+def steady_time(fn, device: str, tol: float = 0.03, least: int = 6, most: int = 12) -> float:
+    """Seconds of one call of fn once repeating it stops making it faster: at least `least`
+    calls, then until one is no more than `tol` faster than the one before (`most` at most), the
+    mean of the last two. A pool of weights that fits the last-level cache takes five to eight
+    passes to settle there after other work swept it, and its first passes can read alike before
+    the times fall: after a write over 1.5x that cache, 64 MiB of 768 KiB matrices read 67, 66,
+    55, 42, 35, 34 us a matrix per pass (1 row), and 16 MiB ones 1.2, 1.2, 0.98, 0.75, 0.69,
+    0.66 ms; at 4 rows, where the products' compute dominates, the first pass already reads
+    within 2% of the third."""
     sync = _timer(device)
     times: list[float] = []
-    while len(times) < max(3, most):
+    while len(times) < max(2, least, most):
         sync()
         t0 = time.perf_counter()
         fn()
         sync()
         times.append(time.perf_counter() - t0)
-        if len(times) >= 3 and times[-1] >= (1.0 - tol) * times[-2]:
+        if len(times) >= max(2, least) and times[-1] >= (1.0 - tol) * times[-2]:
             break
     return (times[-1] + times[-2]) / 2
 
