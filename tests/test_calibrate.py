@@ -109,13 +109,17 @@ def test_interleaved_times_alternate_the_calls():
     assert log == ["a", "b"] * 4 and set(got) == {"a", "b"} and all(t >= 0 for t in got.values())
 
 
-def test_steady_time_waits_until_repeating_stops_making_a_call_faster():
+def test_steady_time_waits_until_repeating_stops_making_a_call_faster(monkeypatch):
     """A call that settles over its first passes (as a pool of weights settles into the cache) is
     timed once a pass is no more than 3% faster than the one before, as the mean of those two,
-    after `least` calls (6) at least; one that never settles stops at `most` calls."""
-    import time
+    after `least` calls (6) at least; one that never settles stops at `most` calls. The calls'
+    durations are given on a fake clock, so the test does not depend on this host's timing."""
+    import types
 
-    from validation.probes import steady_time
+    import validation.probes as probes
+
+    clock = [0.0]
+    monkeypatch.setattr(probes, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
 
     def settling(durations):
         it = iter(durations)
@@ -123,20 +127,19 @@ def test_steady_time_waits_until_repeating_stops_making_a_call_faster():
 
         def fn():
             calls.append(1)
-            time.sleep(next(it))
+            clock[0] += next(it)
         return fn, calls
 
     fn, calls = settling([0.040, 0.039, 0.030, 0.020, 0.010, 0.008, 0.0079, 1.0])
-    t = steady_time(fn, "cpu")  # a plateau over the first passes does not end it
-    assert len(calls) == 7 and 0.0079 <= t < 0.0100
+    t = probes.steady_time(fn, "cpu")  # a plateau over the first passes does not end it
+    assert len(calls) == 7 and t == pytest.approx((0.008 + 0.0079) / 2)
     fn, calls = settling([0.004] * 6 + [1.0])
-    steady_time(fn, "cpu")
-    assert len(calls) == 6
+    assert probes.steady_time(fn, "cpu") == pytest.approx(0.004) and len(calls) == 6
     fn, calls = settling([0.004, 0.004, 0.004, 1.0])
-    steady_time(fn, "cpu", least=3)
+    probes.steady_time(fn, "cpu", least=3)
     assert len(calls) == 3
     fn, calls = settling([0.002 * 0.8 ** i for i in range(30)])
-    steady_time(fn, "cpu", most=9)
+    probes.steady_time(fn, "cpu", most=9)
     assert len(calls) == 9
 
 
