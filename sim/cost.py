@@ -7,8 +7,9 @@ drafts, and each key such a sequence attends to, add theirs per query head; wher
 elementwise passes add their time per activation element, and where it measured `logit_ns`,
 the sampling or verification after a pass its time per logit element, LM-head rows x vocab;
 where the warm matmul curves price a model whose weights fit the last-level cache, its memory
-roof counts no weight bytes, which those curves were timed reading from that cache); a step sums its layers, the LM head, tensor-parallel all-reduces, host overhead, allocator
-operations and KV copies.
+roof counts no weight bytes, which those curves were timed reading from that cache); a step
+sums its layers, the LM head, tensor-parallel all-reduces, host overhead, allocator operations
+and KV copies.
 
 Every function takes per-step aggregates that may be Python numbers or numpy arrays of shape
 (steps,), so one call prices a single step or a run of k steps with the same arithmetic.
@@ -246,9 +247,10 @@ class ForwardCost:
         if moe:  # FLOPs of the active experts, bytes of the experts actually touched
             touched = expected_experts(m.experts, m.active_experts, tokens) + m.shared_experts
             f_moe = self.moe_flops_per_tok * tokens
-            b_moe = self.moe_attn_bytes + touched * self.expert_bytes + act
+            w_moe = self.moe_attn_bytes + touched * self.expert_bytes
+            b_moe = w_moe + act
             c_moe = self._compute(f_moe, tokens, "attn", "expert", m.active_experts + m.shared_experts)
-            m_moe = (self.weight_stream * (b_moe - act) + act) / bw
+            m_moe = (self.weight_stream * w_moe + act) / bw
             t = t + moe * _max(c_moe, m_moe)
             flops, nbytes = flops + moe * f_moe, nbytes + moe * b_moe
             c_sum, m_sum = c_sum + moe * c_moe, m_sum + moe * m_moe
@@ -256,9 +258,10 @@ class ForwardCost:
             t = t + self.allreduce_per_tok * tokens + self.allreduce_fixed
         if self.lm_head:  # embedding gather + LM head over the sampled positions
             f_lm = self.lm_flops_per_tok * lm_tokens
-            b_lm = self.lm_weight_bytes + self.logit_bytes * lm_tokens + self.embed_bytes_per_tok * tokens
+            io_lm = self.logit_bytes * lm_tokens + self.embed_bytes_per_tok * tokens
+            b_lm = self.lm_weight_bytes + io_lm
             c_lm = self._compute(f_lm, lm_tokens, "lm")
-            m_lm = (b_lm - (1.0 - self.weight_stream) * self.lm_weight_bytes) / bw  # weights from the cache: not streamed
+            m_lm = (self.weight_stream * self.lm_weight_bytes + io_lm) / bw
             t = t + _max(c_lm, m_lm) + 2 * self.hw.launch_s + self.logit_pass * lm_tokens
             flops, nbytes = flops + f_lm, nbytes + b_lm
             c_sum, m_sum = c_sum + c_lm, m_sum + m_lm

@@ -159,7 +159,8 @@ from validation.probes import (ATTN_CONTEXTS, ATTN_FEW, ATTN_MANY, EW_PAIR, EW_T
                                engine_step, forward_probe, interleaved_times, kv_gather_bytes, kv_gather_probe,
                                kv_size_curve, logit_probe,
                                logit_time, matmul_probes, mean_time, SPEED_BLOCK_S, SPEED_WINDOW_S,
-                               speed_probe, steady_time, verify_host_figures, verify_host_probe, layer_probes, layer_products_time, layer_time,
+                               speed_probe, steady_time, verify_host_figures, verify_host_probe, layer_probes,
+                               layer_products_time, layer_time,
                                last_level_cache_bytes)
 
 ROOT = Path(__file__).resolve().parents[1]
