@@ -180,32 +180,56 @@ def spread_of(series, block_s: float) -> tuple[tuple[float, ...], float]:
     return table, block_s * last / -math.log(prev) if last and prev < 1 else block_s
 
 
-def drift_of(windows, block_s: float) -> tuple[tuple[float, ...], float]:
+def window_log_var(quantiles, spell_s: float, window_s: float, windows: int = 2000, seed: int = 0) -> float:
+    """Variance of the log of the mean rate over a window of `window_s` seconds that fast spells
+    (`quantiles`, `spell_s`) give by themselves: `windows` windows of one seeded run of them, each
+    a few spells after the last (a window's mean rate is the work done in it over its length)."""
+    sp = Spells(quantiles, spell_s, np.random.default_rng(np.random.SeedSequence([seed, 0x3A1F])))
+    stride = window_s + 5 * spell_s
+    starts = np.arange(windows) * stride
+    while not sp.ends or sp.ends[-1] < starts[-1] + window_s:
+        sp.draw()
+    ends, rates = np.asarray(sp.ends), np.asarray(sp.rates)
+    edges = np.concatenate(([0.0], ends))
+    work = np.concatenate(([0.0], np.cumsum(rates * np.diff(edges))))  # work done by each spell's end
+    mean = (np.interp(starts + window_s, edges, work) - np.interp(starts, edges, work)) / window_s
+    return float(np.log(mean).var())
+
+
+def drift_of(windows, block_s: float, within: tuple | None = None) -> tuple[tuple[float, ...], float]:
     """(speed_drift_rates, speed_drift_s) from windows of block rates taken at various moments,
-    `windows` = [(start seconds, [block rates])]: the QUANTILES quantiles of the windows' mean
-    rates over their mean, and the mean length of the spells of a process whose log rate
-    correlates as exp(-gap / spell) between windows `gap` seconds apart (the maximum-likelihood
-    spell for the consecutive windows' log means as an AR(1) process sampled at their gaps; at
-    least a window's length, since what varies within a window is the fast spells'). ((), 0)
-    with fewer than three windows, or none varying."""
+    `windows` = [(start seconds, [block rates])]. A window's mean rate is its drift level times
+    the mean of its own fast spells, which the simulator draws again on top of the drift: with
+    `within` = (speed_rates, speed_spell_s), those fast spells, the windows' log means vary by the
+    levels' variance plus what the spells give a window's mean (`window_log_var`), so the levels'
+    variance is the means' less it (none left: no drift; without `within`, nothing is taken), and
+    speed_drift_rates are the QUANTILES quantiles of the means' log deviations shrunk by the
+    ratio of the two spreads, over their mean. speed_drift_s: the mean length of the spells of a
+    process whose log level correlates as exp(-gap / spell) between windows `gap` seconds apart
+    (maximum likelihood for consecutive windows' log means, jointly normal with the levels'
+    covariance plus the spells' noise; at least a window's length, since what varies within a
+    window is the fast spells'). ((), 0) with fewer than three windows, or no drift."""
     ws = sorted((float(t), float(np.mean(r)), len(r)) for t, r in windows if len(r))
     if len(ws) < 3:
         return (), 0.0
     means = np.array([m for _, m, _ in ws])
-    rel = means / means.mean()
-    if np.ptp(rel) <= 1e-12:
+    if np.ptp(means / means.mean()) <= 1e-12:
         return (), 0.0
-    table = quantile_table(rel)
     x = np.log(means) - np.log(means).mean()
     v = float(x.var())
+    floor = max(n for _, _, n in ws) * block_s  # a window's length
+    level = v - (window_log_var(within[0], within[1], floor) if within and within[0] and within[1] > 0 else 0.0)
+    if level <= 1e-6 * v:
+        return (), 0.0
+    shrunk = np.exp(x * math.sqrt(level / v))
+    table = quantile_table(shrunk / shrunk.mean())
     gaps = np.diff([t for t, _, _ in ws])
     a, b = x[:-1], x[1:]
-    floor = max(n for _, _, n in ws) * block_s
 
     def nll(spell: float) -> float:
-        rho = np.exp(-gaps / spell)
-        s2 = v * np.maximum(1.0 - rho ** 2, 1e-12)
-        return float(np.sum(np.log(s2) + (b - rho * a) ** 2 / s2))
+        beta = level * np.exp(-gaps / spell) / v  # E[b | a] = beta * a
+        s2 = np.maximum(v * (1.0 - beta ** 2), 1e-12 * v)
+        return float(np.sum(np.log(s2) + (b - beta * a) ** 2 / s2))
 
     grid = np.geomspace(floor, max(floor * 10, 1e4), 400)
     return table, float(grid[int(np.argmin([nll(s) for s in grid]))])

@@ -1,12 +1,16 @@
 """validation.compare: acceptance rates from engine counts, signed errors, and one tiny end-to-end run."""
+import copy
 import json
 
+import numpy as np
 import yaml
 from types import SimpleNamespace
 
 import pytest
 
-from validation.compare import METRICS, compare, errors, per_depth_rates, pool_runs
+from sim.metrics import dist
+
+from validation.compare import METRICS, compare, errors, group_percentiles, per_depth_rates, pool_runs
 from tests.helpers import write_trace
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -67,6 +71,27 @@ def test_repeated_engine_runs_are_pooled_end_to_end():
     assert r1["runs"][0]["summary"]["steps"] == 10  # the runs' own reports untouched
 
 
+def test_simulated_percentiles_are_read_over_groups_of_as_many_draws_as_engine_runs():
+    """A p99 over 4 requests is their largest; over 16 draws of 4 requests the simulator's pooled
+    p99 would sit near the top of all 64. Its percentiles are the mean of each group's own, its
+    throughput pooled over every draw."""
+    def report(tpots, tokens, duration):
+        return {"runs": [{"label": "none", "concurrency": 1,
+                          "summary": {"throughput_tok_s": tokens / duration, "ttft_s": dist(np.array(tpots)),
+                                      "tpot_s": dist(np.array(tpots))}}]}
+
+    rng = np.random.default_rng(0)
+    draws = [rng.lognormal(0.0, 0.5, 4) for _ in range(16)]
+    pooled = report(np.concatenate(draws), 640, 32.0)
+    groups = [report(d, 40, 2.0) for d in draws]
+    got = group_percentiles(copy.deepcopy(pooled), groups)["runs"][0]["summary"]
+    assert got["tpot_s"]["p99"] == pytest.approx(np.mean([np.percentile(d, 99) for d in draws]))
+    assert got["ttft_s"]["p50"] == pytest.approx(np.mean([np.median(d) for d in draws]))
+    assert got["tpot_s"]["p99"] < 0.9 * pooled["runs"][0]["summary"]["tpot_s"]["p99"]
+    assert got["throughput_tok_s"] == 20.0
+    assert group_percentiles(copy.deepcopy(pooled), []) == pooled
+
+
 def test_end_to_end_on_a_tiny_trace(tmp_path):
     trace = write_trace(tmp_path, hardware="cpu",
                         engine={"checkpoint": {"random_shape": "llama-3.2-1b", "layers": 1, "hidden": 64, "heads": 4,
@@ -86,7 +111,9 @@ def test_end_to_end_on_a_tiny_trace(tmp_path):
     assert doc["runs"][0]["errors"]["draft_time"] is None
     ngram = doc["runs"][1]
     assert ngram["engine"]["draft_time"] > 0 and ngram["sim"]["draft_time"] > 0
-    assert (out / "comparison.png").exists() and (out / "sim" / "report.json").exists()
+    # the simulator's draws: four per engine run by default
+    assert (out / "comparison.png").exists() and (out / "sim" / "draw4" / "report.json").exists()
+    assert not (out / "sim" / "draw5").exists()
     # one untimed warm-up run of the engine, apart from the compared one
     assert (out / "engine" / "warmup1" / "report.json").exists() and (out / "engine" / "report.json").exists()
     measured = json.loads((out / "acceptance-ngram.json").read_text())

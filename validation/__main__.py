@@ -1,4 +1,5 @@
-"""`python -m validation compare TRACE --out DIR [--hardware PROFILE | --calibrate] [--repeats N] [--warmup N]` and
+"""`python -m validation compare TRACE --out DIR [--hardware PROFILE | --calibrate] [--repeats N] [--warmup N]
+[--draws N]` and
 `python -m validation steptime --out DIR ...` (see validation/compare.py, validation/steptime.py)."""
 import argparse
 import sys
@@ -20,6 +21,8 @@ def main(argv=None) -> int:
     c.add_argument("--repeats", type=int, default=1, help="engine runs of the trace (pooled: all their tokens over all their time)")
     c.add_argument("--warmup", type=int, default=1,
                    help="untimed engine runs of the trace before the timed ones (default 1; not compared)")
+    c.add_argument("--draws", type=int, default=None,
+                   help="the simulator's draws (default 4 x --repeats; its percentiles: the mean over groups of --repeats)")
     c.add_argument("--calibrate", action="store_true",
                    help="measure the profile with calibration probes run before each scheme's engine run")
     st = sub.add_parser("steptime", help="time the engine's forward over a grid and compare with the simulator")
@@ -40,6 +43,8 @@ def main(argv=None) -> int:
         ap.error("--calibrate measures the profile; it cannot be given with --hardware")
     if args.repeats < 1 or getattr(args, "rounds", 1) < 1:
         ap.error("--repeats and --rounds must be at least 1")
+    if getattr(args, "draws", None) is not None and args.draws < getattr(args, "repeats", 1):
+        ap.error("--draws must be at least --repeats")
     if getattr(args, "warmup", 0) < 0:
         ap.error("--warmup must be at least 0")
     if getattr(args, "sample_ms", 0.0) < 0:
@@ -65,7 +70,7 @@ def main(argv=None) -> int:
         return 0
     try:
         result = compare(args.trace, args.out, args.hardware, progress=sys.stderr.isatty(), repeats=args.repeats,
-                         calibrate=args.calibrate, warmup=args.warmup)
+                         calibrate=args.calibrate, warmup=args.warmup, draws=args.draws)
     except SpecError as exc:
         return fail(exc)
     print_comparison(result)

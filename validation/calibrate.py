@@ -358,7 +358,8 @@ class Calibration:
         # fast spells within the windows (each block over its window's mean), drift between them
         within = [np.asarray(r) / np.mean(r) for _, r in self.series if len(r)]
         out["speed_rates"], out["speed_spell_s"] = spread_of(within, SPEED_BLOCK_S)
-        out["speed_drift_rates"], out["speed_drift_s"] = drift_of(self.series, SPEED_BLOCK_S)
+        out["speed_drift_rates"], out["speed_drift_s"] = drift_of(self.series, SPEED_BLOCK_S,
+                                                                (out["speed_rates"], out["speed_spell_s"]))
         return out
 
 

@@ -23,11 +23,13 @@
    measured `match` rate instead, the probability with which the simulator's sequences draft.
 3. The simulator runs the same trace on the model the engine actually ran, priced with a
    measured hardware profile (default traces/hardware/cpu-measured.yaml, from
-   `python -m validation.calibrate`); its report goes under DIR/sim. With `--repeats N` it runs
-   N of its own draws (sim.simulator.draw_seed: acceptance samples and, where the profile has
-   speed_rates, the device's spells; the same requests) under DIR/sim/drawN, pooled as the
-   engine's runs are: a profile with speed spells gives each run's latencies their spread, and
-   one draw's p99 of a few requests is mostly chance.
+   `python -m validation.calibrate`); its report goes under DIR/sim. It runs `--draws` of its own
+   draws (default DRAW_GROUPS x --repeats; sim.simulator.draw_seed: acceptance samples and, where
+   the profile has speed_rates, the device's spells; the same requests) under DIR/sim/drawN,
+   pooled as the engine's runs are: a profile with speed spells gives each run's latencies their
+   spread, and one draw's p99 of a few requests is mostly chance. Its TTFT and TPOT percentiles
+   are the mean of those of groups of as many draws as the engine's runs (`group_percentiles`:
+   a percentile's estimate moves with the requests behind it), the rest over all its draws.
 4. For every scheme and concurrency: the signed relative error (sim - engine) / engine of
    throughput, TTFT p50/p99, TPOT p50/p99, steps, mean step time (duration / steps), mean
    drafting time per step (the engine times its planner's `plan` call, the simulator reports its
@@ -66,6 +68,10 @@ from validation.measure import (add_counts, drafted_counts, grouped_profile, his
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION_CYCLES = 2  # calibration probe cycles per engine run of the trace (--calibrate)
+# the simulator's draws per engine run (--draws: DRAW_GROUPS x --repeats by default): one draw of a
+# run whose speed spells last seconds is as variable as the engine's run (a draw's throughput
+# spread 11-18% between draws, the engine's runs 6-12%), and costs a second or three
+DRAW_GROUPS = 4
 AT_MEAN_SPEED = ("throughput_tok_s", "tpot_p50", "tpot_p99", "step_time")  # also given at the mean host speed
 METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "step_time", "draft_time",
            "allocator_ops", "peak_pages")
@@ -186,8 +192,24 @@ def pool_runs(reports: list[dict], results: list[dict]) -> dict:
     return merged
 
 
+def group_percentiles(pooled: dict, groups: list[dict]) -> dict:
+    """`pooled` (pool_runs over all the simulator's draws) with each run's TTFT and TPOT
+    percentiles replaced by their mean over `groups` (pool_runs over consecutive groups of as many
+    draws as the engine ran): what the engine's pooled percentile reads over its requests, had it
+    run as the simulator draws. A p99 over fewer requests reads lower in a long tail: over 64,
+    about the 97.5th percentile, over 256 about the 98.6th (k / (n + 1) at its rank k)."""
+    if not groups:
+        return pooled
+    for i, run in enumerate(pooled["runs"]):
+        for key in ("ttft_s", "tpot_s"):
+            per = [g["runs"][i]["summary"][key] for g in groups]
+            run["summary"][key] = {k: (None if any(d[k] is None for d in per) else float(np.mean([d[k] for d in per])))
+                                   for k in per[0]}
+    return pooled
+
+
 def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress: bool = False,
-            repeats: int = 1, calibrate: bool = False, warmup: int = 1) -> dict:
+            repeats: int = 1, calibrate: bool = False, warmup: int = 1, draws: int | None = None) -> dict:
     from engine.cli import run_trace as engine_run
     from sim.cli import run_trace as sim_run
     from sim.spec import load_trace
@@ -246,14 +268,18 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     matches = {label: round(d / n, 4) for label, (n, d) in tries.items() if n and d}
     sim_path.write_text(yaml.safe_dump(sim_trace_doc(trace_path, engine_report, hardware, measured, matches),
                                        sort_keys=False))
-    # as many of the simulator's own draws (acceptance, the device's spells) as engine runs, pooled alike
+    # the simulator's own draws (acceptance, the device's spells), pooled as the engine's runs are,
+    # its latency percentiles read over groups of as many draws as engine runs (group_percentiles)
+    draws = draws or DRAW_GROUPS * repeats
     sim_trace, sim_reports, sim_results = load_trace(sim_path), [], []
-    for i in range(repeats):
+    for i in range(draws):
         kept: dict = {}
-        sim_reports.append(sim_run(sim_trace, out / "sim" / (f"draw{i + 1}" if repeats > 1 else ""), progress=progress,
+        sim_reports.append(sim_run(sim_trace, out / "sim" / (f"draw{i + 1}" if draws > 1 else ""), progress=progress,
                                    draw=i, keep=kept))
         sim_results.append(kept)
-    sim_report = pool_runs(sim_reports, sim_results)
+    sim_report = group_percentiles(pool_runs(sim_reports, sim_results),
+                                   [pool_runs(sim_reports[g:g + repeats], sim_results[g:g + repeats])
+                                    for g in range(0, draws - repeats + 1, repeats)])
     comparison = errors(engine_report, sim_report, relative_speeds(speeds))
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
     _plot(comparison, out / "comparison.png", trace.name)
