@@ -106,21 +106,28 @@ def test_a_run_cut_short_goes_back_to_its_last_step():
         t += run[j]
 
 
+def _windows(levels, spells: SpeedProcess, gap: float, call: float = 0.002):
+    """Windows of 20 blocks of 0.1 s of `spells` (calls of `call` seconds' work, as the
+    calibration's speed probe times them), every `gap` seconds, each times its level."""
+    out, t = [], 0.0
+    for lv in levels:
+        rates = []
+        for _ in range(20):  # a block's rate: the work done in it over its length, from its calls
+            end, n, tt = t + 0.1, 0, t
+            while (w := spells.stretch(tt, call)) + tt <= end:
+                tt, n = tt + w, n + 1
+            rates.append(lv * n / (tt - t))
+            t = end
+        out.append((t, rates))
+        t += gap
+    return out
+
+
 @pytest.mark.parametrize("spell", [1.0, 0.3])
 def test_spread_of_recovers_the_process(spell):
     """Windows of 20 blocks of 0.1 s, as the calibration's speed probe times them."""
     p = SpeedProcess(SKEWED, spell, seed=11)
-    windows, t = [], 0.0
-    for _ in range(60):
-        rates = []
-        for _ in range(20):  # a block's rate: the work done in it over its length, from its calls
-            end, n, tt = t + 0.1, 0, t
-            while (w := p.stretch(tt, 0.001)) + tt <= end:
-                tt, n = tt + w, n + 1
-            rates.append(n / (tt - t))
-            t = end
-        windows.append(rates)
-        t += 5.0
+    windows = [r for _, r in _windows(np.ones(60), p, 5.0, call=0.001)]
     table, tau = spread_of(windows, 0.1)
     assert len(table) == QUANTILES and table[0] <= table[10] <= table[-1]
     truth = np.array(SKEWED) / mean_of(SKEWED)
@@ -155,22 +162,6 @@ def test_drift_of_recovers_the_slow_spells(drift):
     # independent windows: the spell is no longer than a window (2 s here)
     flat = [(i * gap, list(np.exp(0.2 * rng.standard_normal()) * np.ones(20))) for i in range(200)]
     assert drift_of(flat, 0.1)[1] < 4.0
-
-
-def _windows(levels, spells: SpeedProcess, gap: float):
-    """Windows of 20 blocks of 0.1 s of `spells`, every `gap` seconds, each times its level."""
-    out, t = [], 0.0
-    for lv in levels:
-        rates = []
-        for _ in range(20):  # a block's rate: the work done in it over its length
-            end, n, tt = t + 0.1, 0, t
-            while (w := spells.stretch(tt, 0.002)) + tt <= end:
-                tt, n = tt + w, n + 1
-            rates.append(lv * n / (tt - t))
-            t = end
-        out.append((t, rates))
-        t += gap
-    return out
 
 
 def test_drift_of_does_not_count_the_fast_spells_twice():

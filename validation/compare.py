@@ -277,9 +277,9 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         sim_reports.append(sim_run(sim_trace, out / "sim" / (f"draw{i + 1}" if draws > 1 else ""), progress=progress,
                                    draw=i, keep=kept))
         sim_results.append(kept)
-    sim_report = group_percentiles(pool_runs(sim_reports, sim_results),
-                                   [pool_runs(sim_reports[g:g + repeats], sim_results[g:g + repeats])
-                                    for g in range(0, draws - repeats + 1, repeats)])
+    groups = [pool_runs(sim_reports[g:g + repeats], sim_results[g:g + repeats])
+              for g in range(0, draws - repeats + 1, repeats)] if draws > repeats else []
+    sim_report = group_percentiles(pool_runs(sim_reports, sim_results), groups)
     comparison = errors(engine_report, sim_report, relative_speeds(speeds))
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
     _plot(comparison, out / "comparison.png", trace.name)
