@@ -33,12 +33,12 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     from validation.probes import last_level_cache_bytes
     assert m["cache_bytes"] == last_level_cache_bytes()
     if m["cache_bytes"]:
-        assert [mib for mib, _ in m["kv_sizes_warm"]] == [8, 32, 128] and all(0 < e <= 1 for _, e in m["kv_sizes_warm"])
+        assert [mib for mib, _ in m["kv_sizes_warm"]] == [0.5, 2, 8, 32, 128] and all(0 < e <= 1 for _, e in m["kv_sizes_warm"])
         assert sorted(m["gemm_rows_warm"]) == [32, 128]
         assert all([r for r, _ in c] == [1, 4, 16] and all(f > 0 for _, f in c) for c in m["gemm_rows_warm"].values())
     assert 1e8 < m["copy_bw"] < 1e12 and 1e8 < m["flops_fp32"] < 1e13
-    # the gather at 8, 32 and 128 MiB a call, each a rate in (0, 1] of the streaming rate
-    assert [mib for mib, _ in m["kv_sizes"]] == [8, 32, 128] and all(0 < e <= 1 for _, e in m["kv_sizes"])
+    # the gather at 0.5 to 128 MiB a call, each a rate in (0, 1] of the streaming rate
+    assert [mib for mib, _ in m["kv_sizes"]] == [0.5, 2, 8, 32, 128] and all(0 < e <= 1 for _, e in m["kv_sizes"])
     # the elementwise passes at 64 to 4,096 tokens of the family's layer: positive times per element
     assert len(m["elementwise_sizes"]) == 4 and all(0 < x < 100 for _, x in m["elementwise_sizes"])
     # a verification call is a whole call: microseconds at least
@@ -168,19 +168,23 @@ def test_attention_figures_recover_the_rate_and_costs_they_were_built_from():
 
 
 def test_gather_curve_takes_rates_between_sizes():
-    """kv_size_curve: gathers timed as a fixed part plus their bytes at one rate up to the middle
+    """kv_size_curve: gathers timed as a fixed part plus their bytes at one rate up to a middle
     size and at another beyond give eta_kv at each size with the fixed part left out."""
-    from validation.probes import KV_SIZES, kv_gather_bytes, kv_size_curve
+    from validation.probes import KV_MIDDLE, KV_SIZES, kv_gather_bytes, kv_key, kv_size_curve
     bw, r1, r2, fixed = 10e9, 4e9, 3e9, 3e-4
-    sizes = [kv_gather_bytes(s, c) for s, c in KV_SIZES]
-    assert [b / 2**20 for b in sizes] == [8, 32, 128]
-    times = [fixed + min(b, sizes[1]) / r1 + max(0, b - sizes[1]) / r2 for b in sizes]
-    curve = kv_size_curve({f"kv{s}x{c}": t for (s, c), t in zip(KV_SIZES, times)}, bw)
-    want = [0.4, 0.4, sizes[2] / (sizes[1] / r1 + (sizes[2] - sizes[1]) / r2) / bw]
-    assert [m for m, _ in curve] == [8, 32, 128]
+    sizes = [kv_gather_bytes(*size) for size in KV_SIZES]
+    assert [b / 2**20 for b in sizes] == [0.5, 2, 8, 32, 128] and sizes[KV_MIDDLE] == 32 * 2**20
+    mid = sizes[2]
+    times = [fixed + min(b, mid) / r1 + max(0, b - mid) / r2 for b in sizes]
+    curve = kv_size_curve({kv_key("kv", *size): t for size, t in zip(KV_SIZES, times)}, bw)
+    want = [0.4, 0.4, 0.4] + [b / (mid / r1 + (b - mid) / r2) / bw for b in sizes[3:]]
+    assert [m for m, _ in curve] == [0.5, 2, 8, 32, 128]
     assert [e for _, e in curve] == pytest.approx(want, abs=1e-4)
+    # a gather far slower than streaming still writes a positive rate (the profile needs one)
+    assert [e for _, e in kv_size_curve({kv_key("kv", *size): t * 1e6 for size, t in zip(KV_SIZES, times)}, bw)] \
+        == [1e-4] * len(KV_SIZES)
     # a rate above the streaming rate is held at 1
-    assert kv_size_curve({f"kv{s}x{c}": t / 100 for (s, c), t in zip(KV_SIZES, times)}, bw)[0][1] == 1.0
+    assert kv_size_curve({kv_key("kv", *size): t / 100 for size, t in zip(KV_SIZES, times)}, bw)[0][1] == 1.0
 
 
 def test_draft_pass_time_is_the_growth_per_sequence_per_extra_pass():
@@ -318,6 +322,9 @@ def test_elementwise_curve_averages_each_stretch_without_the_fixed_part():
     assert [x for _, x in curve] == pytest.approx([0.8, 0.8, 0.8, (0.8 * 1024 + 1.2 * 3072) / 4096], abs=1e-4)
     # a stretch that read faster than the one before it keeps its own (never negative) rate
     assert average_per_unit([1.0, 2.0, 4.0], [5.0, 7.0, 6.0]) == pytest.approx([2.0, 2.0, 1.0 + 0.5e-15])
+    # and a profile still loads: every size at least the last place written, 1e-4 ns
+    flat = elementwise_curve({f"ew{n}": fixed for n in EW_TOKENS})
+    assert [x for _, x in flat] == [1e-4] * len(EW_TOKENS)
 
 
 def test_draft_cand_time_per_extra_candidate():

@@ -67,7 +67,8 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   one-parameter curve follows;
 - KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each (one query
   head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`; on a CPU the
-  same at 8, 32 and 128 MiB a call, each call right after the last-level cache is swept out ->
+  same at 0.5, 2, 8, 32 and 128 MiB a call (the two small ones the family's own decode
+  attention at 4 and 16 sequences), each call right after the last-level cache is swept out ->
   `kv_sizes` (the rate of K and V read from memory; the grid's Llama-shaped decoding of 16
   sequences at context 2,048, 128 MiB a layer, had read -9% on a single rate), and the same
   once repeating it stops making it faster -> `kv_sizes_warm` (K and V already in that cache, as a small
@@ -151,12 +152,13 @@ import torch  # noqa: E402
 from engine.host_memory import retain_freed_memory  # noqa: E402
 from sim.cost import KERNELS_PER_LAYER  # noqa: E402
 from sim.speed import drift_of, spread_of  # noqa: E402
-from validation.probes import (ATTN_CONTEXTS, ATTN_FEW, ATTN_MANY, EW_PAIR, EW_TOKENS, KV_SEQS, KV_CONTEXT, KV_SIZES,  # noqa: E402
+from validation.probes import (ATTN_CONTEXTS, ATTN_FEW, ATTN_MANY, EW_PAIR, EW_TOKENS, KV_SEQS, KV_CONTEXT,  # noqa: E402
+                               KV_MIDDLE, KV_SIZES,
                                LOGIT_VOCABS, DRAFT_TREE_TOPK, VERIFY_SEQS, allocator_op, attention_figures,
                                attention_probe,
                                draft_cand_time, draft_logit_probe, draft_pass_probe, draft_pass_time, draft_logit_time, draft_tree_probe,
                                elementwise_curve, elementwise_probe, elementwise_time,
-                               engine_step, forward_probe, interleaved_times, kv_gather_bytes, kv_gather_probe,
+                               engine_step, forward_probe, interleaved_times, kv_gather_bytes, kv_gather_probe, kv_key,
                                kv_size_curve, logit_probe,
                                logit_time, matmul_probes, mean_time, SPEED_BLOCK_S, SPEED_WINDOW_S,
                                speed_probe, steady_time, verify_host_figures, verify_host_probe, layer_probes,
@@ -240,12 +242,12 @@ class Calibration:
         # known, warm: once repeating it stops making it faster (kv_sizes_warm); elsewhere the middle size alone, two
         # calls (the first refills what the copy probe swept out), gives eta_kv
         if device == "cpu":
-            gathers = {(s, c): kv_gather_probe(device, s, c) for s, c in KV_SIZES}
-            probes |= {f"kv{s}x{c}": cold(fn) for (s, c), fn in gathers.items()}
+            gathers = {size: kv_gather_probe(device, *size) for size in KV_SIZES}
+            probes |= {kv_key("kv", *size): cold(fn) for size, fn in gathers.items()}
             if self.cache_bytes:
-                probes |= {f"kvw{s}x{c}": lambda fn=fn: steady_time(fn, device) for (s, c), fn in gathers.items()}
+                probes |= {kv_key("kvw", *size): lambda fn=fn: steady_time(fn, device) for size, fn in gathers.items()}
         else:
-            probes[f"kv{KV_SEQS}x{KV_CONTEXT}"] = timed(kv_gather_probe(device), 2)
+            probes[kv_key("kv", KV_SEQS, KV_CONTEXT)] = timed(kv_gather_probe(device), 2)
         probes["speed"] = speed_probe(device, 0.3 if small else SPEED_WINDOW_S)  # (start, a window's block rates)
         probes["logits"] = paired({f"logits{v}": logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
         probes["verify_host"] = paired(verify_host_probe(device), 20)
@@ -338,11 +340,11 @@ class Calibration:
         out["kv_sizes"] = kv_size_curve(t, out["stream_bw"]) if self.serial else []
         out["kv_sizes_warm"] = kv_size_curve(t, out["stream_bw"], "kvw") if self.serial and self.cache_bytes else []
         # the gather rate: the curve's at the middle size (its call's fixed part out), else the middle probe's
-        out["kv_gather_bw"] = out["kv_sizes"][1][1] * out["stream_bw"] if out["kv_sizes"] \
-            else kv_gather_bytes() / t[f"kv{KV_SEQS}x{KV_CONTEXT}"]
+        out["kv_gather_bw"] = out["kv_sizes"][KV_MIDDLE][1] * out["stream_bw"] if out["kv_sizes"] \
+            else kv_gather_bytes() / t[kv_key("kv", KV_SEQS, KV_CONTEXT)]
         # the attention probes' 16 MiB of keys stay in the cache between their calls: beside the
         # gather at its warm rate where measured
-        gather_bw = out["kv_sizes_warm"][1][1] * out["stream_bw"] if out["kv_sizes_warm"] else out["kv_gather_bw"]
+        gather_bw = out["kv_sizes_warm"][KV_MIDDLE][1] * out["stream_bw"] if out["kv_sizes_warm"] else out["kv_gather_bw"]
         out["eta_attn"], out["fused_query_s"], out["fused_key_s"] = attention_figures(t, gather_bw, peak) \
             if self.serial else (1.0, 0.0, 0.0)
         out["attn_dense"] = self.serial
@@ -385,7 +387,7 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # where others beside them decode),
 # {m['draft_seq_s'] * 1e6:.0f} us per sequence of a step's first drafter pass, {m['draft_pass_seq_s'] * 1e6:.0f} us of each later one;
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
-# paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s{f" ({m['kv_sizes'][-1][1] * m['stream_bw'] / 1e9:.2f} GB/s over {m['kv_sizes'][-1][0]:.0f} MiB)" if m.get('kv_sizes') else ''}{f", {m['kv_sizes_warm'][1][1] * m['stream_bw'] / 1e9:.2f} GB/s from the last-level cache" if m.get('kv_sizes_warm') else ''}; verify attention products at
+# paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s{f" ({m['kv_sizes'][-1][1] * m['stream_bw'] / 1e9:.2f} GB/s over {m['kv_sizes'][-1][0]:.0f} MiB)" if m.get('kv_sizes') else ''}{f", {m['kv_sizes_warm'][KV_MIDDLE][1] * m['stream_bw'] / 1e9:.2f} GB/s from the last-level cache" if m.get('kv_sizes_warm') else ''}; verify attention products at
 # {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}, {m['fused_query_s'] * 1e6:.2f} us per query head
 # verifying drafts and {m['fused_key_s'] * 1e9:.1f} ns per key and query head; elementwise passes
 # {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element,

@@ -130,35 +130,53 @@ def last_level_cache_bytes(cpu: Path = Path("/sys/devices/system/cpu/cpu0/cache"
 
 
 KV_HEADS, KV_DIM = 8, 64
-# the gather probes' (sequences, keys each): 8, 32 and 128 MiB of K and V a call. The middle one
-# gives eta_kv; all three its curve over sizes (kv_sizes: here 4.0-4.4 GB/s up to 34 MB, 3.1 GB/s
-# at 134 MB, once the copy spills the 300 MB last-level cache it shares with the cache it reads)
-KV_SIZES = ((8, 256), (8, 1024), (16, 2048))
-KV_SEQS, KV_CONTEXT = KV_SIZES[1]
+# the trained family's KV heads and query heads: the small gathers' geometry (its 512-byte rows
+# of K or V, where 8 KV heads read 2 KiB ones)
+SMALL_KV_HEADS, SMALL_Q_HEADS = 2, 4
+# the gather probes' (sequences, keys each, KV heads): 0.5, 2, 8, 32 and 128 MiB of K and V a
+# call. The 32 MiB one gives eta_kv; all five its curve over sizes (kv_sizes). The two small ones
+# are the family's own decode attention at 4 and 16 sequences (a small model's gathers are that
+# small), the large ones a Llama-shaped model's. A size up to the second reads at the first
+# stretch's rate (average_per_unit), so with 8 MiB first, on a VM with a 32 MB last-level cache,
+# every gather up to 32 MiB read at the 8-32 MiB stretch's, which spills that cache: the
+# step-time grid's family decodes read +24.5% (signed median), +88% at 4 sequences and 2,048
+# keys, and with these sizes -7% / 17% (median / p90 |error|, the same grid's times re-priced).
+# On a VM with a 300 MB cache: 4.0-4.4 GB/s up to 34 MB, 3.1 GB/s at 134 MB.
+KV_SIZES = ((4, 128, SMALL_KV_HEADS), (16, 128, SMALL_KV_HEADS), (8, 256, KV_HEADS), (8, 1024, KV_HEADS),
+            (16, 2048, KV_HEADS))
+KV_SEQS, KV_CONTEXT = 8, 1024
+KV_MIDDLE = KV_SIZES.index((KV_SEQS, KV_CONTEXT, KV_HEADS))  # the size whose rate is eta_kv
 
 
-def kv_gather_bytes(seqs: int = KV_SEQS, context: int = KV_CONTEXT) -> int:
+def kv_key(prefix: str, seqs: int, context: int, kv_heads: int = KV_HEADS) -> str:
+    """A gather probe's name among the calibration's figures ("kv" cold, "kvw" warm)."""
+    return f"{prefix}{seqs}x{context}" + (f"h{kv_heads}" if kv_heads != KV_HEADS else "")
+
+
+def kv_gather_bytes(seqs: int = KV_SEQS, context: int = KV_CONTEXT, kv_heads: int = KV_HEADS) -> int:
     """Bytes of K and V (fp32) that kv_gather_probe reads a call."""
-    return 2 * seqs * context * KV_HEADS * KV_DIM * 4
+    return 2 * seqs * context * kv_heads * KV_DIM * 4
 
 
-def kv_gather_probe(device: str, seqs: int = KV_SEQS, context: int = KV_CONTEXT):
+def kv_gather_probe(device: str, seqs: int = KV_SEQS, context: int = KV_CONTEXT, kv_heads: int = KV_HEADS):
     """The engine's paged attention with `seqs` sequences each decoding one token over `context`
-    keys (KV_HEADS KV heads of KV_DIM, fp32), kv_gather_bytes per call. One query head per KV
-    head, so the scores' FLOPs stay small beside the gather: the cost model prices them
-    separately, on the compute roof (a GQA group of 4 read as bandwidth would charge a model
-    with groups of 2 for FLOPs it does not do)."""
-    return _paged_attention_call(device, seqs, context - 1, 1, KV_HEADS, KV_HEADS)
+    keys (`kv_heads` KV heads of KV_DIM, fp32), kv_gather_bytes per call. With KV_HEADS, one
+    query head per KV head, so the scores' FLOPs stay small beside the gather: the cost model
+    prices them separately, on the compute roof (a GQA group of 4 read as bandwidth would charge
+    a model with groups of 2 for FLOPs it does not do); with SMALL_KV_HEADS, the family's
+    SMALL_Q_HEADS query heads (its own decode attention)."""
+    heads = kv_heads if kv_heads == KV_HEADS else SMALL_Q_HEADS
+    return _paged_attention_call(device, seqs, context - 1, 1, heads, kv_heads)
 
 
 def kv_size_curve(t: dict, stream_bw: float, prefix: str = "kv") -> list[list[float]]:
-    """[[MiB, eta_kv], ...] from the gather probes' mean times `t` ("{prefix}{seqs}x{context}"
-    for each of KV_SIZES: "kv" cold, "kvw" warm): each size's rate (average_per_unit: a call's
+    """[[MiB, eta_kv], ...] from the gather probes' mean times `t` (kv_key(prefix, *size) for
+    each of KV_SIZES: "kv" cold, "kvw" warm): each size's rate (average_per_unit: a call's
     fixed part left out, which the layer's host time, launch_us, holds) against the
-    weight-streaming bandwidth, at most 1."""
-    sizes = [kv_gather_bytes(s, c) for s, c in KV_SIZES]
-    per_byte = average_per_unit(sizes, [t[f"{prefix}{s}x{c}"] for s, c in KV_SIZES])
-    return [[b / 2**20, round(min(1.0, 1.0 / (x * stream_bw)), 4)] for b, x in zip(sizes, per_byte)]
+    weight-streaming bandwidth, at most 1 (and at least the last place written)."""
+    sizes = [kv_gather_bytes(*size) for size in KV_SIZES]
+    per_byte = average_per_unit(sizes, [t[kv_key(prefix, *size)] for size in KV_SIZES])
+    return [[b / 2**20, max(1e-4, round(min(1.0, 1.0 / (x * stream_bw)), 4))] for b, x in zip(sizes, per_byte)]
 
 
 def average_per_unit(sizes: list[float], times: list[float]) -> list[float]:
@@ -304,7 +322,9 @@ def elementwise_curve(t: dict) -> list[list[float]]:
     from sim.cost import elementwise_elems
     elems = [n * elementwise_elems(EW_SPEC)[0] for n in EW_TOKENS]
     per = average_per_unit(elems, [t[f"ew{n}"] for n in EW_TOKENS])
-    return [[round(e / 1e6, 4), round(x * 1e9, 4)] for e, x in zip(elems, per)]
+    # at least the last place written: a profile's times are positive (a stretch no slower
+    # than the one before, as the small test form can read, has its rate floored in average_per_unit)
+    return [[round(e / 1e6, 4), max(1e-4, round(x * 1e9, 4))] for e, x in zip(elems, per)]
 
 
 LOGIT_SEQS, LOGIT_NODES, LOGIT_VOCABS = 4, 31, (1024, 8192)
