@@ -140,7 +140,8 @@ SMALL_KV_HEADS, SMALL_Q_HEADS = 2, 4
 # stretch's rate (average_per_unit), so with 8 MiB first, on a VM with a 32 MB last-level cache,
 # every gather up to 32 MiB read at the 8-32 MiB stretch's, which spills that cache: the
 # step-time grid's family decodes read +24.5% (signed median), +88% at 4 sequences and 2,048
-# keys, and with these sizes -7% / 17% (median / p90 |error|, the same grid's times re-priced).
+# keys; with these sizes -13% to +12%, but for the two at 8 MiB a layer (+37%, +39%: priced on
+# the cold curve, timed warm by the grid's repeated calls).
 # On a VM with a 300 MB cache: 4.0-4.4 GB/s up to 34 MB, 3.1 GB/s at 134 MB.
 KV_SIZES = ((4, 128, SMALL_KV_HEADS), (16, 128, SMALL_KV_HEADS), (8, 256, KV_HEADS), (8, 1024, KV_HEADS),
             (16, 2048, KV_HEADS))
