@@ -166,7 +166,7 @@ def kv_gather_probe(device: str, seqs: int = KV_SEQS, context: int = KV_CONTEXT,
     prices them separately, on the compute roof (a GQA group of 4 read as bandwidth would charge
     a model with groups of 2 for FLOPs it does not do); with SMALL_KV_HEADS, the family's
     SMALL_Q_HEADS query heads (its own decode attention)."""
-    heads = kv_heads if kv_heads == KV_HEADS else SMALL_Q_HEADS
+    heads = SMALL_Q_HEADS if kv_heads == SMALL_KV_HEADS else kv_heads
     return _paged_attention_call(device, seqs, context - 1, 1, heads, kv_heads)
 
 
@@ -177,7 +177,14 @@ def kv_size_curve(t: dict, stream_bw: float, prefix: str = "kv") -> list[list[fl
     weight-streaming bandwidth, at most 1 (and at least the last place written)."""
     sizes = [kv_gather_bytes(*size) for size in KV_SIZES]
     per_byte = average_per_unit(sizes, [t[kv_key(prefix, *size)] for size in KV_SIZES])
-    return [[b / 2**20, max(1e-4, round(min(1.0, 1.0 / (x * stream_bw)), 4))] for b, x in zip(sizes, per_byte)]
+    return [[b / 2**20, printed(min(1.0, 1.0 / (x * stream_bw)))] for b, x in zip(sizes, per_byte)]
+
+
+def printed(x: float) -> float:
+    """A curve's value as a profile writes it: four places, and never 0 (its values must be
+    positive; a stretch of sizes no slower than the one before, as the small test form can read,
+    has its rate floored near zero in average_per_unit)."""
+    return max(1e-4, round(x, 4))
 
 
 def average_per_unit(sizes: list[float], times: list[float]) -> list[float]:
@@ -323,9 +330,7 @@ def elementwise_curve(t: dict) -> list[list[float]]:
     from sim.cost import elementwise_elems
     elems = [n * elementwise_elems(EW_SPEC)[0] for n in EW_TOKENS]
     per = average_per_unit(elems, [t[f"ew{n}"] for n in EW_TOKENS])
-    # at least the last place written: a profile's times are positive (a stretch no slower
-    # than the one before, as the small test form can read, has its rate floored in average_per_unit)
-    return [[round(e / 1e6, 4), max(1e-4, round(x * 1e9, 4))] for e, x in zip(elems, per)]
+    return [[round(e / 1e6, 4), printed(x * 1e9)] for e, x in zip(elems, per)]
 
 
 LOGIT_SEQS, LOGIT_NODES, LOGIT_VOCABS = 4, 31, (1024, 8192)
