@@ -18,7 +18,7 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     0 and can read 0 on a loaded host (a test run beside others), so only their sign is checked."""
     m = measure(size_mb=16, gemm_n=128, repeats=2)
     for key in ("copy_bw", "stream_bw", "flops_fp32", "launch_s", "layer_s", "probe_layer_s", "step_s", "seq_s",
-                "alloc_op_s", "multi_query_s", "draft_seq_s", "draft_pass_seq_s", "pass_s", "index_check_s", "mixed_query_s",
+                "alloc_op_s", "multi_query_s", "draft_seq_s", "draft_pass_seq_s", "draft_node_s", "pass_s", "index_check_s", "mixed_query_s",
                 "batch_query_s", "fused_query_s", "fused_key_s", "elementwise_s", "logit_s", "draft_logit_s",
                 "draft_cand_s", "tree_call_s", "tree_node_s", "pack_node_s"):
         assert m[key] >= 0, key
@@ -51,7 +51,7 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     # each field to half a unit in the last place the profile writes (us, ns or a fraction)
     us1, us2, us3, ns3, ns4 = 0.5e-7, 0.5e-8, 0.5e-9, 0.5e-12, 0.5e-13
     for field, key, half in (("step_overhead_s", "step_s", us1), ("draft_seq_s", "draft_seq_s", us1),
-                             ("draft_pass_seq_s", "draft_pass_seq_s", us1),
+                             ("draft_pass_seq_s", "draft_pass_seq_s", us1), ("draft_node_s", "draft_node_s", us2),
                              ("pass_overhead_s", "pass_s", us1), ("index_check_s", "index_check_s", us1),
                              ("mixed_query_s", "mixed_query_s", us1), ("fused_query_s", "fused_query_s", us3),
                              ("fused_key_s", "fused_key_s", ns3), ("elementwise_s", "elementwise_s", ns4),
@@ -195,6 +195,17 @@ def test_draft_pass_time_is_the_growth_per_sequence_per_extra_pass():
     t = {f"dpass{d}b{b}": fixed * d + b * (first + (d - 1) * later) for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
     assert draft_pass_time(t) == pytest.approx(later, rel=1e-9)
     assert draft_pass_time({k: (0.0 if k.startswith(f"dpass{DRAFT_PASS_DEPTHS[1]}") else v) for k, v in t.items()}) == 0.0
+
+
+def test_draft_node_time_is_the_tree_beyond_the_chain_per_further_node():
+    """draft_node_us: the static tree's drafting beyond the chain's of the same depth and
+    sequences, per row its levels expand beyond one per sequence (2, 3, 4, 2 nodes: 7 a sequence)."""
+    from validation.probes import DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS, draft_node_rows, draft_node_time
+    assert draft_node_rows() == 7
+    b, node = DRAFT_PASS_SEQS[1], 17e-6
+    chain = {f"dpass{DRAFT_PASS_DEPTHS[1]}b{b}": 4e-3}
+    assert draft_node_time(chain | {"dnode": 4e-3 + b * 7 * node}) == pytest.approx(node, rel=1e-9)
+    assert draft_node_time(chain | {"dnode": 3e-3}) == 0.0
 
 
 def test_logit_time_is_the_slope_over_the_vocabulary():

@@ -366,6 +366,21 @@ def test_drafter_host_time_per_sequence_per_pass(tmp_path):
     assert round_trip(split, tmp_path).draft_pass_seq_s == pytest.approx(30e-6)
 
 
+def test_drafter_node_time_per_further_row_of_a_tree_level(tmp_path):
+    """draft_node_us is charged per row of a later pass beyond one per sequence, where the later
+    passes are tree levels (EAGLE's), compiled and direct pricing alike; never for a chain, the
+    first pass, or passes whose extra rows are catch-up entries (tree_levels off: MTP, draft model)."""
+    from sim.drafters import PassPricer
+    m = model("tiny")
+    base, node = device("cpu"), device("cpu", draft_node_us=20.0)
+    assert round_trip(node, tmp_path).draft_node_s == pytest.approx(20e-6)
+    for n, passes, further in ((1, (1, 1, 1), 0), (4, ((9, 4), 4, 4), 0), (4, ((9, 4), 8, 12, 4), 4 + 8), (2, ((2, 2), 6), 4)):
+        for how in ("__call__", "direct"):
+            price = lambda hw, levels: getattr(PassPricer(m, hw, 1, tree_levels=levels), how)(n, 500, passes).time  # noqa: E731
+            assert price(node, True) - price(base, True) == pytest.approx(further * 20e-6, rel=1e-9, abs=1e-12), how
+            assert price(node, False) == pytest.approx(price(base, False), rel=1e-12), how
+
+
 def test_medusa_heads_read_their_lm_heads_once_and_pay_no_forward_overhead():
     """Own LM heads (Medusa §2.1.1): K matrices of h x V read; shared: the target's one matrix for
     all K x n rows (same FLOPs). The heads' call is not a forward pass: pass_overhead_us adds

@@ -26,6 +26,9 @@ SCHEMES = [
     {"scheme": "eagle", "depth": 3, "tree": 8, "label": "eagle-tree",
      "acceptance": {"rank_depth": [[0.5, 0.2, 0.1], [0.4, 0.2], [0.3]]}},
     {"scheme": "eagle2", "depth": 3, "topk": 3, "tree_tokens": 10},
+    # a tree shallower than its depth: the levels that expand nothing run no pass
+    {"scheme": "eagle", "depth": 4, "tree": 5, "label": "eagle-shallow",
+     "acceptance": {"rank_depth": [[0.5, 0.3, 0.15], [0.1], [0.05], [0.01]]}},
     {"scheme": "mtp", "depth": 2},
     {"scheme": "eagle", "depth": 3, "label": "eagle-table", "policy": {"batch_table": {"1-2": 3, "3-": 1}}},
     {"scheme": "draft", "k": 3, "label": "draft-goodput", "policy": "goodput", "acceptance": {"per_depth": [0.6]}},

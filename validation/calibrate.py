@@ -49,7 +49,11 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   drafter (random) drafting chains of 1 and 5 at batch 1 and 16, its drafting time's growth
   per sequence per extra pass -> `draft_pass_seq_us` (30-49 us here, against 92-123 us for
   draft_seq_us: a depth-5 EAGLE chain at concurrency 32 had read +31% drafting, a 4-deep draft
-  model +46%, with every pass charged draft_seq_us);
+  model +46%, with every pass charged draft_seq_us); the same drafter drafting a 16-node static
+  tree as deep as the 5-deep chain (its levels expand 2, 3, 4 and 2 nodes) at batch 16, its
+  drafting beyond the chain's per further node expanded -> `draft_node_us` (EAGLE's tree levels:
+  each such node's features and logits picked out and its children ranked; without it the
+  family's 32-node EAGLE tree at concurrency 32 drafted 18% slower than priced, EAGLE-2 25%);
 - allocator: one page-pool operation of `sim.kv.KVAllocator` -> `alloc_op_us`;
 - small matmuls (CPU): a (M x 1024) @ (1024 x 4096) product at M = 16..128 against the GEMM peak
   -> `gemm_half_rows` M0 (the rate at M rows is peak * M / (M + M0)); and the measured curves
@@ -156,7 +160,8 @@ from validation.probes import (ATTN_CONTEXTS, ATTN_FEW, ATTN_MANY, EW_PAIR, EW_T
                                KV_MIDDLE, KV_SIZES,
                                LOGIT_VOCABS, DRAFT_TREE_TOPK, VERIFY_SEQS, allocator_op, attention_figures,
                                attention_probe,
-                               draft_cand_time, draft_logit_probe, draft_pass_probe, draft_pass_time, draft_logit_time, draft_tree_probe,
+                               draft_cand_time, draft_logit_probe, draft_node_time, draft_pass_probe, draft_pass_time, draft_logit_time,
+                               draft_tree_probe,
                                elementwise_curve, elementwise_probe, elementwise_time,
                                engine_step, forward_probe, interleaved_times, kv_gather_bytes, kv_gather_probe, kv_key,
                                kv_size_curve, logit_probe,
@@ -317,7 +322,7 @@ class Calibration:
                 "index_check_s": max(0.0, t["forward1"] - t["unchecked1"]),
                 "multi_query_s": max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer),
                 "draft_seq_s": max(0.0, (t["mtp16"] - t["mtp1"]) / 15 - per_seq),
-                "draft_pass_seq_s": draft_pass_time(t)}
+                "draft_pass_seq_s": draft_pass_time(t), "draft_node_s": draft_node_time(t)}
         batched = (t[f"verifies{DEEP}"] - t["verifies1"] - t[f"decodes{DEEP}"] + t["decodes1"]) / (DEEP - 1)
         out["batch_query_s"] = max(0.0, batched - out["multi_query_s"])
         # half the sequences verifying, half decoding, against all verifying: per layer
@@ -385,7 +390,8 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # {m['multi_query_s'] * 1e6:.0f} us more per layer to verify
 # ({m['batch_query_s'] * 1e6:.0f} us more where several sequences verify, {m['mixed_query_s'] * 1e6:.0f} us more
 # where others beside them decode),
-# {m['draft_seq_s'] * 1e6:.0f} us per sequence of a step's first drafter pass, {m['draft_pass_seq_s'] * 1e6:.0f} us of each later one;
+# {m['draft_seq_s'] * 1e6:.0f} us per sequence of a step's first drafter pass, {m['draft_pass_seq_s'] * 1e6:.0f} us of each later one,
+# {m['draft_node_s'] * 1e6:.1f} us per further node a tree level expands;
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
 # paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s{f" ({m['kv_sizes'][-1][1] * m['stream_bw'] / 1e9:.2f} GB/s over {m['kv_sizes'][-1][0]:.0f} MiB)" if m.get('kv_sizes') else ''}{f", {m['kv_sizes_warm'][KV_MIDDLE][1] * m['stream_bw'] / 1e9:.2f} GB/s from the last-level cache" if m.get('kv_sizes_warm') else ''}; verify attention products at
 # {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}, {m['fused_query_s'] * 1e6:.2f} us per query head
@@ -437,6 +443,7 @@ batch_query_us: {m['batch_query_s'] * 1e6:.1f}
 mixed_query_us: {m['mixed_query_s'] * 1e6:.1f}
 draft_seq_us: {m['draft_seq_s'] * 1e6:.1f}
 draft_pass_seq_us: {m['draft_pass_seq_s'] * 1e6:.1f}
+draft_node_us: {m['draft_node_s'] * 1e6:.2f}
 """ + _gemm_rows_yaml("gemm_rows", m.get("gemm_rows"), "weights read from memory") \
         + _gemm_rows_yaml("gemm_rows_warm", m.get("gemm_rows_warm"), "weights in the last-level cache") \
         + (f"cache_mb: {m['cache_bytes'] / 2**20:g}  # the last-level cache\n" if m.get("cache_bytes") else "")

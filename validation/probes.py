@@ -566,14 +566,24 @@ def engine_step(batch: int, device: str, scheme: str = "none") -> float:
 DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS = (1, 5), (1, 16)
 
 
+# a static tree as deep as the deep chain, expanding 2, 3, 4 and 2 nodes at its levels 1-4
+DRAFT_NODE_PROBS, DRAFT_NODE_NODES = [[0.7, 0.2]] * DRAFT_PASS_DEPTHS[1], 16
+
+
 def draft_pass_probe(device: str) -> dict:
     """The engine's EAGLE drafter (a random head on engine_step's model) drafting chains of
     DRAFT_PASS_DEPTHS' depths (1 pass a step, and 5: the root pass and 4 more) for
     DRAFT_PASS_SEQS' sequences: {"dpass{depth}b{seqs}": mean drafting time of a decode step (the
-    engine times its planner's call)}. Random drafts are rejected, so every step drafts the
-    whole chain (draft_pass_time)."""
-    return {f"dpass{d}b{b}": float(statistics.mean(_decode_steps(b, device, {"scheme": "eagle", "depth": d}, 24)["draft_time"]))
-            for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
+    engine times its planner's call)}; and the greedy static tree of DRAFT_NODE_NODES nodes for
+    DRAFT_NODE_PROBS, as deep as the deep chain, for the most sequences: "dnode"
+    (draft_node_time). Random drafts are rejected, so every step drafts the whole chain or tree
+    (draft_pass_time)."""
+    out = {f"dpass{d}b{b}": float(statistics.mean(_decode_steps(b, device, {"scheme": "eagle", "depth": d}, 24)["draft_time"]))
+           for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
+    tree = {"scheme": "eagle", "depth": DRAFT_PASS_DEPTHS[1], "tree": DRAFT_NODE_NODES,
+            "acceptance": {"rank_depth": DRAFT_NODE_PROBS}}
+    out["dnode"] = float(statistics.mean(_decode_steps(DRAFT_PASS_SEQS[1], device, tree, 24)["draft_time"]))
+    return out
 
 
 def draft_pass_time(t: dict) -> float:
@@ -584,6 +594,27 @@ def draft_pass_time(t: dict) -> float:
     (d0, d1), (b0, b1) = DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS
     grow = (t[f"dpass{d1}b{b1}"] - t[f"dpass{d1}b{b0}"]) - (t[f"dpass{d0}b{b1}"] - t[f"dpass{d0}b{b0}"])
     return max(0.0, grow / (b1 - b0) / (d1 - d0))
+
+
+def draft_node_rows() -> int:
+    """Rows of draft_pass_probe's static tree's later passes beyond one per sequence a pass, per
+    sequence: the nodes each level expands, less one (its levels 1-4 expand 2, 3, 4, 2: 7)."""
+    from sim import trees as T
+    tree = T.greedy_static_tree(DRAFT_NODE_PROBS, DRAFT_NODE_NODES, DRAFT_PASS_DEPTHS[1])
+    depth, parents = T.depths(tree), set(tree)
+    levels = [sum(1 for i in range(len(tree)) if depth[i] == d and i in parents) for d in range(1, DRAFT_PASS_DEPTHS[1])]
+    assert all(levels), "the probe's tree must expand a node at every level, as the chain does"
+    return sum(e - 1 for e in levels)
+
+
+def draft_node_time(t: dict) -> float:
+    """Host time per further node a drafter pass expands (a tree level's rows beyond one per
+    sequence), from draft_pass_probe's times: the static tree's drafting beyond the chain's of the
+    same depth and sequences, per such row (never negative). The tiny model's products and
+    logits for those rows are a few percent of it. Here 17 us (2026-12-01, the Xeon VM), where
+    the deep chain's later passes cost 28 us a sequence (draft_pass_seq_us)."""
+    b = DRAFT_PASS_SEQS[1]
+    return max(0.0, (t["dnode"] - t[f"dpass{DRAFT_PASS_DEPTHS[1]}b{b}"]) / (b * draft_node_rows()))
 
 
 def _decode_steps(batch: int, device: str, entry: dict, tokens: int) -> dict:

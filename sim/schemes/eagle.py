@@ -18,6 +18,7 @@ from sim.specio import Node
 @dataclass(frozen=True)
 class Eagle(ModelDraftScheme):
     name = "eagle"
+    tree_levels = True
     tree_nodes: int | None = None
     head: ModelSpec | None = None
 
@@ -44,4 +45,4 @@ class Eagle(ModelDraftScheme):
         d = T.depths(tree)
         has_children = set(tree)
         expanding = [sum(1 for i in range(len(tree)) if d[i] == k and i in has_children) for k in range(1, depth)]
-        return [(fresh, n)] + [n * max(e, 1) for e in expanding]
+        return [(fresh, n)] + [n * e for e in expanding if e]  # the engine skips a level that expands nothing

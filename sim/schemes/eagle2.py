@@ -16,6 +16,7 @@ from sim.specio import Node
 @dataclass(frozen=True)
 class Eagle2(ModelDraftScheme):
     name = "eagle2"
+    tree_levels = True
     topk: int = 8
     tree_tokens: int = 60
     head: ModelSpec | None = None
