@@ -185,3 +185,21 @@ def test_grouped_profile_cuts_requests_by_tokens_per_step():
     # the groups' count grows with the requests: 64 of them in groups of 4 -> 16 groups
     many = {i: ({(2, 2): i % 11, (2, 0): 10 - i % 11}, {}) for i in range(64)}
     assert len(grouped_profile(chain, many)["mixture"]) == 64 // 4
+
+
+def test_run_spread_is_the_pooled_throughputs_relative_standard_error():
+    """Runs of the same tokens at 100, 50 and 100 tok/s take 1, 2 and 1 units: the pooled
+    throughput's relative standard error is their durations' sd / mean / sqrt(3); identical runs
+    give 0, one run gives none."""
+    import statistics
+    from validation.compare import errors, run_spread
+    d = [1.0, 2.0, 1.0]
+    assert run_spread([100.0, 50.0, 100.0]) == pytest.approx(statistics.stdev(d) / statistics.mean(d) / 3 ** 0.5)
+    assert run_spread([80.0] * 4) == 0.0
+    assert run_spread([80.0]) is None and run_spread([]) is None
+    summary = {"throughput_tok_s": 1.0, "ttft_s": {"p50": 1.0, "p99": 2.0}, "tpot_s": {"p50": 0.1, "p99": 0.2},
+               "steps": 10, "duration_s": 1.0, "draft_s": 0.0, "allocator": {"page_allocs": 1, "page_frees": 1, "peak_pages": 1}}
+    run = {"scheme": "none", "label": "a", "concurrency": 1, "summary": summary}
+    entry = errors({"runs": [run | {"throughputs": [100.0, 50.0, 100.0]}]}, {"runs": [run]})["runs"][0]
+    assert entry["engine_spread"] == pytest.approx(run_spread([100.0, 50.0, 100.0]))
+    assert "engine_spread" not in errors({"runs": [run]}, {"runs": [run]})["runs"][0]

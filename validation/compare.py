@@ -4,7 +4,9 @@
 1. The engine runs the trace (its report under DIR/engine), `--repeats N` times (under
    DIR/engine/runN); each scheme and concurrency is compared with its runs pooled as if they had
    run end to end (`pool_runs`: all tokens over all their time, latency percentiles over all
-   their requests), and every run's throughput is kept in the comparison ("engine_throughputs").
+   their requests), and every run's throughput is kept in the comparison ("engine_throughputs"),
+   with the relative standard error of the pooled throughput they give ("engine_spread", printed
+   as `engine ±`: an error within about twice it is within the engine's own run-to-run noise).
    With `--calibrate`, validation.calibrate's probes run a few at a time
    before each scheme's run (CALIBRATION_CYCLES cycles of them per engine run of the trace, the
    last cycle completed at the end), and the simulator is priced with the profile they measure
@@ -98,13 +100,25 @@ def relative_speeds(speeds: dict[str, list[tuple[float, float]]]) -> dict[str, f
             for tag, runs in speeds.items() if sum(d for d, _ in runs) > 0}
 
 
+def run_spread(throughputs: list[float]) -> float | None:
+    """The relative standard error of a pooled throughput (all runs' tokens over all their time)
+    from its runs' throughputs, each run generating the same tokens: its durations' standard
+    deviation over their mean, over sqrt(runs). None from fewer than two runs. An error within
+    about twice it is one the engine's own runs cannot tell from zero."""
+    if len(throughputs) < 2 or min(throughputs) <= 0:
+        return None
+    d = 1.0 / np.asarray(throughputs, dtype=float)  # each run's duration per token
+    return float(d.std(ddof=1) / d.mean() / np.sqrt(len(d)))
+
+
 def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None) -> dict:
     """Signed relative errors (sim - engine) / engine, run by run (matched on label and concurrency).
     `speeds`: per run tag, the host's speed during the engine's runs over the comparison's mean
     (relative_speeds): each entry then gives it as `engine_speed` (signed: +0.1, 10% faster than
     the mean the profile describes) and `at_mean_speed`, the errors of AT_MEAN_SPEED had the
     engine run at that mean speed (its times scaled by its speed, its throughput divided by it;
-    `step_time_at_mean_speed` repeats the step time's)."""
+    `step_time_at_mean_speed` repeats the step time's). Where the engine's report keeps its
+    runs' throughputs (pool_runs), `engine_spread` is run_spread of them."""
     sims = {(r["label"], r["concurrency"]): r for r in sim["runs"]}
     out = []
     for r in engine["runs"]:
@@ -121,6 +135,7 @@ def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None) -> d
             entry["step_time_at_mean_speed"] = entry["at_mean_speed"]["step_time"]
         if "throughputs" in r:
             entry["engine_throughputs"] = r["throughputs"]
+            entry["engine_spread"] = run_spread(r["throughputs"])
         ea, sa = r.get("acceptance"), s.get("acceptance")
         if ea and sa:  # the accepted-drafts-per-step distributions
             entry["acceptance"] = {"tv_distance": histogram_distance(ea["histogram"], sa["histogram"]),
@@ -314,7 +329,7 @@ def print_comparison(comparison: dict) -> None:
     from rich.table import Table
 
     t = Table(title="signed relative error of the simulator against the engine")
-    for col in ("scheme", "conc") + METRICS + ("accept TV", "host speed") + tuple(f"{SHORT[k]} @ mean speed"
+    for col in ("scheme", "conc") + METRICS + ("accept TV", "engine ±", "host speed") + tuple(f"{SHORT[k]} @ mean speed"
                                                                                    for k in AT_MEAN_SPEED):
         t.add_column(col, justify="left" if col == "scheme" else "right")
 
@@ -325,6 +340,7 @@ def print_comparison(comparison: dict) -> None:
         acc = r.get("acceptance")
         t.add_row(r["label"], str(r["concurrency"] if r["concurrency"] is not None else "open"),
                   *(pct(r["errors"][m]) for m in METRICS), f"{acc['tv_distance']:.3f}" if acc else "-",
+                  "-" if r.get("engine_spread") is None else f"{100 * r['engine_spread']:.1f}%",
                   pct(r.get("engine_speed")), *(pct(r.get("at_mean_speed", {}).get(k)) for k in AT_MEAN_SPEED))
     Console(width=250).print(t)
 
