@@ -27,6 +27,13 @@ def depths(parents: Sequence[int]) -> list[int]:
     return d
 
 
+def expanding(parents: Sequence[int], depth: int) -> list[int]:
+    """Nodes at each depth 1..depth-1 that have children: what each of a drafter's tree levels
+    after its root pass expands (an EAGLE head's pass j runs over the depth-j nodes it expands)."""
+    d, has_children = depths(parents), set(parents)
+    return [sum(1 for i in range(len(parents)) if d[i] == k and i in has_children) for k in range(1, depth)]
+
+
 def ranks(parents: Sequence[int]) -> list[int]:
     """Rank of each node among its siblings, in node order."""
     seen: dict[int, int] = {}

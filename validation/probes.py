@@ -600,9 +600,8 @@ def draft_node_rows() -> int:
     """Rows of draft_pass_probe's static tree's later passes beyond one per sequence a pass, per
     sequence: the nodes each level expands, less one (its levels 1-4 expand 2, 3, 4, 2: 7)."""
     from sim import trees as T
-    tree = T.greedy_static_tree(DRAFT_NODE_PROBS, DRAFT_NODE_NODES, DRAFT_PASS_DEPTHS[1])
-    depth, parents = T.depths(tree), set(tree)
-    levels = [sum(1 for i in range(len(tree)) if depth[i] == d and i in parents) for d in range(1, DRAFT_PASS_DEPTHS[1])]
+    depth = DRAFT_PASS_DEPTHS[1]
+    levels = T.expanding(T.greedy_static_tree(DRAFT_NODE_PROBS, DRAFT_NODE_NODES, depth), depth)
     assert all(levels), "the probe's tree must expand a node at every level, as the chain does"
     return sum(e - 1 for e in levels)
 
@@ -611,8 +610,9 @@ def draft_node_time(t: dict) -> float:
     """Host time per further node a drafter pass expands (a tree level's rows beyond one per
     sequence), from draft_pass_probe's times: the static tree's drafting beyond the chain's of the
     same depth and sequences, per such row (never negative). The tiny model's products and
-    logits for those rows are a few percent of it. Here 17 us (2026-12-01, the Xeon VM), where
-    the deep chain's later passes cost 28 us a sequence (draft_pass_seq_us)."""
+    logits for those rows are a few percent of it. 17 us on a Xeon VM (2026-12-01), where the
+    deep chain's later passes cost 28 us a sequence (draft_pass_seq_us); 52 us (and 106 us) on
+    the third VM's, four times slower (validation/results/cpu-epyc-8m)."""
     b = DRAFT_PASS_SEQS[1]
     return max(0.0, (t["dnode"] - t[f"dpass{DRAFT_PASS_DEPTHS[1]}b{b}"]) / (b * draft_node_rows()))
 

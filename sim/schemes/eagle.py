@@ -42,7 +42,4 @@ class Eagle(ModelDraftScheme):
         """The head's passes (engine/drafting/eagle.py): the root pass catches up on the fresh
         committed entries (logits at the last one, the root); then pass j expands the tree's
         nodes at depth j that have children."""
-        d = T.depths(tree)
-        has_children = set(tree)
-        expanding = [sum(1 for i in range(len(tree)) if d[i] == k and i in has_children) for k in range(1, depth)]
-        return [(fresh, n)] + [n * e for e in expanding if e]  # the engine skips a level that expands nothing
+        return [(fresh, n)] + [n * e for e in T.expanding(tree, depth) if e]  # the engine skips a level that expands nothing
