@@ -1,6 +1,7 @@
 """validation.compare: acceptance rates from engine counts, signed errors, and one tiny end-to-end run."""
 import copy
 import json
+import time
 
 import numpy as np
 import yaml
@@ -133,6 +134,11 @@ def test_host_speed_per_run_tag_is_time_weighted_over_the_mean():
     mean = (1 * 2.0 + 3 * 1.0 + 4 * 1.25) / 8  # 1.25
     assert got["a-1"] == pytest.approx((2.0 + 3.0) / 4 / mean) and got["b-1"] == pytest.approx(1.0)
     assert relative_speeds({}) == {}
+    # against the speed the calibration's probes saw (the profile's), not the engine runs' own mean
+    probes = [(2.0, 1.0), (6.0, 2.0)]  # mean 1.75
+    got = relative_speeds({"a-1": [(1.0, 2.0), (3.0, 1.0)], "b-1": [(4.0, 1.25)]}, probes)
+    assert got["a-1"] == pytest.approx(1.25 / 1.75) and got["b-1"] == pytest.approx(1.25 / 1.75)
+
     def summary(step):
         return {"throughput_tok_s": 1.0, "ttft_s": {"p50": 1.0, "p99": 2.0}, "tpot_s": {"p50": 0.1, "p99": 0.2},
                 "steps": 100, "duration_s": 100 * step, "draft_s": 0.0,
@@ -203,3 +209,13 @@ def test_run_spread_is_the_pooled_throughputs_relative_standard_error():
     entry = errors({"runs": [run | {"throughputs": [100.0, 50.0, 100.0]}]}, {"runs": [run]})["runs"][0]
     assert entry["engine_spread"] == pytest.approx(run_spread([100.0, 50.0, 100.0]))
     assert "engine_spread" not in errors({"runs": [run]}, {"runs": [run]})["runs"][0]
+
+
+def test_timed_ticks_record_each_call_of_the_probes_with_the_host_speed_around_it():
+    from validation.compare import timed_ticks
+    calls, record = [], []
+    run = timed_ticks(lambda: (calls.append(1), time.sleep(0.02)), record)
+    run()
+    run()
+    assert len(calls) == 2 and len(record) == 2
+    assert all(0.015 < d < 1.0 and v > 0 for d, v in record)  # seconds of the probes, reference loops per second

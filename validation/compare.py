@@ -47,15 +47,20 @@
    speculative scheme's first run took 40-60% longer a step than its next three (prompt lookup
    11.5 ms against 7.1-8.0), `none`'s 14-22%, which read as the simulator 5-15% short once pooled.
 6. The host's speed: after every engine step, outside the engine's clock, a reference loop
-   (validation.probes.host_reference, about 0.25 ms) is timed; a run's speed is the inverse
-   of its calls' mean, weighted by their steps' durations. Each entry gives the speed during
-   its scheme's runs over the comparison's mean (`engine_speed`, the mean the profile
-   describes) and the errors had the engine run at that mean (`at_mean_speed`).
+   (validation.probes.host_reference, about 0.2 ms) is timed; a run's speed is the inverse
+   of its calls' mean, weighted by their steps' durations. With `--calibrate` the same loop is
+   timed before and after each call of the probes (`timed_ticks`), weighted by the probes'
+   seconds: the speed the profile describes. Each entry gives the speed during its scheme's
+   runs over that (`engine_speed`; without probes, over the engine runs' mean) and the errors
+   had the engine run at that speed (`at_mean_speed`); `probe_speed` in comparison.json is
+   the probes' speed over the engine runs' (+0.05: the profile was measured 5% faster than
+   the engine ran on average, which prices every scheme about 5% fast).
 """
 from __future__ import annotations
 
 import copy
 import json
+import time
 from dataclasses import fields
 from pathlib import Path
 
@@ -74,6 +79,7 @@ CALIBRATION_CYCLES = 2  # calibration probe cycles per engine run of the trace (
 # run whose speed spells last seconds is as variable as the engine's run (a draw's throughput
 # spread 11-18% between draws, the engine's runs 6-12%), and costs a second or three
 DRAW_GROUPS = 4
+REFERENCE_CALLS = 16  # reference loops (about 0.2 ms each) a reading of the host's speed around the probes takes
 AT_MEAN_SPEED = ("throughput_tok_s", "tpot_p50", "tpot_p99", "step_time")  # also given at the mean host speed
 METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "step_time", "draft_time",
            "allocator_ops", "peak_pages")
@@ -89,15 +95,44 @@ def metrics(summary: dict) -> dict:
             "allocator_ops": a["page_allocs"] + a["page_frees"], "peak_pages": a["peak_pages"]}
 
 
-def relative_speeds(speeds: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
-    """Each run tag's host speed during its engine runs over the comparison's mean: `speeds` holds
-    per tag its runs' (duration, speed), each weighted by its duration."""
+def relative_speeds(speeds: dict[str, list[tuple[float, float]]],
+                    probes: list[tuple[float, float]] | None = None) -> dict[str, float]:
+    """Each run tag's host speed during its engine runs over the speed the profile describes:
+    `speeds` holds per tag its runs' (duration, speed), `probes` the calibration's ticks'
+    (duration, speed), each weighted by its duration; without probes, over the engine runs' mean."""
     total = sum(d for runs in speeds.values() for d, _ in runs)
     if not total:
         return {}
-    mean = sum(d * v for runs in speeds.values() for d, v in runs) / total
-    return {tag: sum(d * v for d, v in runs) / sum(d for d, _ in runs) / mean
-            for tag, runs in speeds.items() if sum(d for d, _ in runs) > 0}
+    mean = weighted_mean(probes) if probes else weighted_mean([x for runs in speeds.values() for x in runs])
+    return {tag: weighted_mean(runs) / mean for tag, runs in speeds.items() if sum(d for d, _ in runs) > 0}
+
+
+def weighted_mean(pairs: list[tuple[float, float]]) -> float:
+    """The mean of (weight, value) pairs' values, by their weights."""
+    return sum(d * v for d, v in pairs) / sum(d for d, _ in pairs)
+
+
+def reference_speed(calls: int = REFERENCE_CALLS) -> float:
+    """The host's speed now: the inverse of the mean seconds of `calls` reference loops
+    (validation.probes.host_reference, the loop timed after every engine step)."""
+    from validation.probes import host_reference
+
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        host_reference()
+    return calls / (time.perf_counter() - t0)
+
+
+def timed_ticks(ticks, record: list):
+    """`ticks` (the calibration's probes between the engine's runs), appending to `record` the
+    (seconds, host speed) of each call: the speed the profile was measured at, the reference
+    timed before and after the probes."""
+    def run():
+        before = reference_speed()
+        t0 = time.perf_counter()
+        ticks()
+        record.append((time.perf_counter() - t0, (before + reference_speed()) / 2))
+    return run
 
 
 def run_spread(throughputs: list[float]) -> float | None:
@@ -235,8 +270,9 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     trace = load_trace(trace_path)
     cal = Calibration() if calibrate else None
     # CALIBRATION_CYCLES of the probes per engine run of the trace, before its schemes' runs
-    ticks = cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES) \
-        if cal is not None else None
+    probe_speeds: list[tuple[float, float]] = []  # (seconds, host speed) of each call of the probes
+    ticks = timed_ticks(cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES),
+                        probe_speeds) if cal is not None else None
     speeds: dict[str, list[tuple[float, float]]] = {}  # run tag -> [(duration, host speed)] per engine run
     tries: dict[str, list[int]] = {}  # label -> [sequence-steps that could draft, that did]
     per_request: dict[str, dict] = {}  # label -> request id -> (acceptance counts, rank counts)
@@ -295,7 +331,10 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     groups = [pool_runs(sim_reports[g:g + repeats], sim_results[g:g + repeats])
               for g in range(0, draws - repeats + 1, repeats)] if draws > repeats else []
     sim_report = group_percentiles(pool_runs(sim_reports, sim_results), groups)
-    comparison = errors(engine_report, sim_report, relative_speeds(speeds))
+    comparison = errors(engine_report, sim_report, relative_speeds(speeds, probe_speeds))
+    engine_time = [x for runs in speeds.values() for x in runs]
+    if probe_speeds and engine_time:  # how much faster the probes saw the host than the engine's runs did
+        comparison["probe_speed"] = weighted_mean(probe_speeds) / weighted_mean(engine_time) - 1
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
     _plot(comparison, out / "comparison.png", trace.name)
     return comparison
@@ -342,7 +381,11 @@ def print_comparison(comparison: dict) -> None:
                   *(pct(r["errors"][m]) for m in METRICS), f"{acc['tv_distance']:.3f}" if acc else "-",
                   "-" if r.get("engine_spread") is None else f"{100 * r['engine_spread']:.1f}%",
                   pct(r.get("engine_speed")), *(pct(r.get("at_mean_speed", {}).get(k)) for k in AT_MEAN_SPEED))
-    Console(width=250).print(t)
+    console = Console(width=250)
+    console.print(t)
+    if comparison.get("probe_speed") is not None:
+        console.print(f"host speed during the calibration's probes over during the engine's runs: "
+                      f"{pct(comparison['probe_speed'])} (`host speed` and the `@ mean speed` columns are against the probes')")
 
 
 SHORT = {"throughput_tok_s": "throughput", "tpot_p50": "TPOT p50", "tpot_p99": "TPOT p99", "step_time": "step"}
