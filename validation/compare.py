@@ -100,11 +100,16 @@ def relative_speeds(speeds: dict[str, list[tuple[float, float]]],
     """Each run tag's host speed during its engine runs over the speed the profile describes:
     `speeds` holds per tag its runs' (duration, speed), `probes` the calibration's ticks'
     (duration, speed), each weighted by its duration; without probes, over the engine runs' mean."""
-    total = sum(d for runs in speeds.values() for d, _ in runs)
-    if not total:
+    engine = engine_pairs(speeds)
+    if not sum(d for d, _ in engine):
         return {}
-    mean = weighted_mean(probes) if probes else weighted_mean([x for runs in speeds.values() for x in runs])
+    mean = weighted_mean(probes or engine)
     return {tag: weighted_mean(runs) / mean for tag, runs in speeds.items() if sum(d for d, _ in runs) > 0}
+
+
+def engine_pairs(speeds: dict[str, list[tuple[float, float]]]) -> list[tuple[float, float]]:
+    """Every engine run's (duration, host speed), all run tags together."""
+    return [x for runs in speeds.values() for x in runs]
 
 
 def weighted_mean(pairs: list[tuple[float, float]]) -> float:
@@ -115,12 +120,9 @@ def weighted_mean(pairs: list[tuple[float, float]]) -> float:
 def reference_speed(calls: int = REFERENCE_CALLS) -> float:
     """The host's speed now: the inverse of the mean seconds of `calls` reference loops
     (validation.probes.host_reference, the loop timed after every engine step)."""
-    from validation.probes import host_reference
+    from validation.probes import host_reference, mean_time
 
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        host_reference()
-    return calls / (time.perf_counter() - t0)
+    return 1.0 / mean_time(host_reference, "cpu", calls, warm=False)
 
 
 def timed_ticks(ticks, record: list):
@@ -332,7 +334,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
               for g in range(0, draws - repeats + 1, repeats)] if draws > repeats else []
     sim_report = group_percentiles(pool_runs(sim_reports, sim_results), groups)
     comparison = errors(engine_report, sim_report, relative_speeds(speeds, probe_speeds))
-    engine_time = [x for runs in speeds.values() for x in runs]
+    engine_time = engine_pairs(speeds)
     if probe_speeds and engine_time:  # how much faster the probes saw the host than the engine's runs did
         comparison["probe_speed"] = weighted_mean(probe_speeds) / weighted_mean(engine_time) - 1
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
