@@ -26,11 +26,12 @@ from sim.spec import TraceSpec, load_trace
 
 def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, progress: bool = True,
               between: Callable[[], None] | None = None,
-              reference: Callable[[], object] | None = None) -> tuple[dict, dict[str, EngineResult]]:
+              reference: Callable[[], float] | None = None) -> tuple[dict, dict[str, EngineResult]]:
     """Run every scheme (at every sweep concurrency, or open-loop) and write the report; returns
     (report, {run tag: EngineResult}). `between` runs before each scheme's run (validation's
-    calibration probes, spread over the engine's minutes); `reference` after every step, timed
-    outside the engine's clock (EngineResult.reference_s: the host's speed during the run)."""
+    calibration probes, spread over the engine's minutes); `reference` after every step,
+    outside the engine's clock, returning the seconds it timed (EngineResult.reference_speed: the
+    host's speed during the run)."""
     check_schemes(trace)
     source = resolve(trace)
     model = source.build()

@@ -67,9 +67,9 @@ class EngineResult:
     drafted: int = 0  # of which drafted
     # request id -> ((drafted depth, accepted) counts, (depth, rank) counts): the same, per request
     by_request: dict[int, tuple[dict, dict]] = field(default_factory=dict)
-    # with a `reference` call after every step: its mean seconds, each call weighted by its step's
-    # duration (the host's speed during the run; validation.compare)
-    reference_s: float | None = None
+    # with a `reference` call after every step: the host's speed during the run (validation.compare),
+    # the inverse of each call's returned seconds, weighted by its step's duration
+    reference_speed: float | None = None
 
 
 class EngineRun:
@@ -78,10 +78,11 @@ class EngineRun:
     def __init__(self, trace: TraceSpec, scheme, workload: Workload, model: Model, seed: int | None = None,
                  progress: Callable[[int, int], None] | None = None,
                  prompts: Callable[[int, int], list[int]] | None = None, drafters: Drafters | None = None,
-                 reference: Callable[[], object] | None = None):
+                 reference: Callable[[], float] | None = None):
         """prompts(request id, length) -> token ids; default: the seeded random stream.
         drafters: the model's drafter weights (engine/drafting/heads.py) for model-based schemes.
-        reference: a call timed after every step, outside the engine's clock (the host's speed)."""
+        reference: a call after every step, outside the engine's clock, that returns the seconds of
+        what it timed (the host's speed: its inverse, weighted by the step's duration)."""
         self.reference = reference
         self.trace, self.scheme, self.workload, self.model = trace, scheme, workload, model
         self.prompts = prompts or (lambda rid, n: prompt_tokens(trace.seed, rid, n, model.spec.vocab))
@@ -139,7 +140,7 @@ class EngineRun:
                 self._admit(self.pending.popleft(), 0.0)
         self._warm_up()
         sync = self.sync
-        reference, weighted = self.reference, 0.0
+        reference, weighted, busy = self.reference, 0.0, 0.0  # sum of dt / seconds, of dt (not idle time)
         while self.done < total:
             if not closed:
                 self._arrivals()
@@ -175,10 +176,9 @@ class EngineRun:
                     self._admit(self.pending.popleft(), self.now)
             if finished and self.progress:
                 self.progress(self.done, total)
-            if reference is not None:
-                t1 = time.perf_counter()
-                reference()
-                weighted += dt * (time.perf_counter() - t1)
+            if reference is not None:  # a run's speed is its work over its time: the steps' speeds by their durations
+                weighted += dt / reference()
+                busy += dt
         for s in self.seqs:
             got = len(self.tokens[s.id]) - s.prompt
             assert got == s.output, f"request {s.id}: {got} tokens generated, {s.output} requested"
@@ -191,7 +191,7 @@ class EngineRun:
         by_request = {s.id: (self.sched.by_request.get(s.id, {}), self.ranks_by_request.get(s.id, {}))
                       for s in result.seqs}
         return EngineResult(result, gen, dict(sorted(self.ranks.items())), t.draftable if t else 0, t.drafted if t else 0,
-                            by_request, weighted / self.now if reference is not None and self.now > 0 else None)
+                            by_request, weighted / busy if busy > 0 else None)
 
     def _drop(self, seq_id: int) -> None:
         self.tables.drop(seq_id)
@@ -346,6 +346,6 @@ class TimedPlanner:
 def run_scheme(trace: TraceSpec, scheme, workload: Workload, model: Model,
                progress: Callable[[int, int], None] | None = None,
                prompts: Callable[[int, int], list[int]] | None = None,
-               drafters: Drafters | None = None, reference: Callable[[], object] | None = None) -> EngineResult:
+               drafters: Drafters | None = None, reference: Callable[[], float] | None = None) -> EngineResult:
     return EngineRun(trace, scheme, workload, model, progress=progress, prompts=prompts, drafters=drafters,
                      reference=reference).run()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -234,8 +235,8 @@ def test_default_checkpoint_is_the_trace_model_cut_to_two_layers(tmp_path):
 
 
 def test_the_host_reference_runs_outside_the_engines_clock(tmp_path):
-    """A reference call after every step is timed (EngineResult.reference_s, weighted by the
-    steps' durations) but never counted in the engine's clock."""
+    """A reference call after every step returns the seconds it timed (EngineResult.reference_speed:
+    their inverses, weighted by the steps' durations) and is never counted in the engine's clock."""
     import time
 
     from engine.checkpoint import resolve
@@ -246,10 +247,14 @@ def test_the_host_reference_runs_outside_the_engines_clock(tmp_path):
     model = source.build()
     wl = make_requests(trace.workload, trace.seed)
     plain = run_scheme(trace, trace.speculation[0], wl, model, prompts=source.prompts)
+    seen: list[int] = []
     timed = run_scheme(trace, trace.speculation[0], wl, model, prompts=source.prompts,
-                       reference=lambda: time.sleep(0.02))
+                       reference=lambda: (time.sleep(0.02), 0.02 if len(seen) % 2 else 0.05, seen.append(1))[1])
     steps = plain.result.steps.columns()["duration"].size
-    assert plain.reference_s is None and timed.reference_s == pytest.approx(0.02, abs=0.015)
+    d = timed.result.steps.columns()["duration"]  # (steps,) seconds: every other step read 0.02 s, the rest 0.05
+    speeds = np.where(np.arange(d.size) % 2, 50.0, 20.0)
+    assert plain.reference_speed is None
+    assert timed.reference_speed == pytest.approx(float((d * speeds).sum() / d.sum()))
     assert timed.result.duration < plain.result.duration + steps * 0.01  # 20 ms a step would show
     assert timed.tokens == plain.tokens
 

@@ -47,10 +47,13 @@
    speculative scheme's first run took 40-60% longer a step than its next three (prompt lookup
    11.5 ms against 7.1-8.0), `none`'s 14-22%, which read as the simulator 5-15% short once pooled.
 6. The host's speed: after every engine step, outside the engine's clock, a reference loop
-   (validation.probes.host_reference, about 0.2 ms) is timed; a run's speed is the inverse
-   of its calls' mean, weighted by their steps' durations. With `--calibrate` the same loop is
-   timed before and after each call of the probes (`timed_ticks`), weighted by the probes'
-   seconds: the speed the profile describes. Each entry gives the speed during its scheme's
+   (validation.probes.host_reference, about 0.1-0.2 ms) runs twice and the second is timed
+   (validation.probes.settled_reference: the first pays for the step's use of the caches); a
+   run's speed is the mean of its calls' inverses, weighted by their steps' durations (its work
+   over its time; until 0.21.0 the inverse of the calls' weighted mean, which weights the slow
+   calls twice over and read the fourth VM's runs 3.7% slower). With `--calibrate` the same
+   loop is timed (after one untimed call) before and after each call of the probes
+   (`timed_ticks`), weighted by the probes' seconds: the speed the profile describes. Each entry gives the speed during its scheme's
    runs over that (`engine_speed`; without probes, over the engine runs' mean) and the errors
    had the engine run at that speed (`at_mean_speed`); `probe_speed` in comparison.json is
    the probes' speed over the engine runs' (+0.05: the profile was measured 5% faster than
@@ -118,11 +121,11 @@ def weighted_mean(pairs: list[tuple[float, float]]) -> float:
 
 
 def reference_speed(calls: int = REFERENCE_CALLS) -> float:
-    """The host's speed now: the inverse of the mean seconds of `calls` reference loops
-    (validation.probes.host_reference, the loop timed after every engine step)."""
+    """The host's speed now: the inverse of the mean seconds of `calls` reference loops after one
+    untimed (validation.probes.host_reference, the loop timed after every engine step)."""
     from validation.probes import host_reference, mean_time
 
-    return 1.0 / mean_time(host_reference, "cpu", calls, warm=False)
+    return 1.0 / mean_time(host_reference, "cpu", calls)  # after one untimed call, as after every step
 
 
 def timed_ticks(ticks, record: list):
@@ -267,7 +270,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     from sim.spec import load_trace
     from validation.calibrate import Calibration, write_profile
 
-    from validation.probes import host_reference
+    from validation.probes import settled_reference
 
     trace = load_trace(trace_path)
     cal = Calibration() if calibrate else None
@@ -283,10 +286,10 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         engine_run(trace, out / "engine" / f"warmup{i + 1}", progress=progress)
     for i in range(repeats):
         report, by_tag = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress,
-                                    between=ticks, reference=host_reference)  # after every step, off its clock
+                                    between=ticks, reference=settled_reference)  # after every step, off its clock
         for tag, res in by_tag.items():
-            if res.reference_s:
-                speeds.setdefault(tag, []).append((res.result.duration, 1.0 / res.reference_s))
+            if res.reference_speed:
+                speeds.setdefault(tag, []).append((res.result.duration, res.reference_speed))
         reports.append(report)
         results.append({tag: r.result for tag, r in by_tag.items()})
         for tag, res in by_tag.items():  # acceptance per request, pooled over every run (the same prompts)

@@ -34,6 +34,18 @@ def host_reference(iters: int = HOST_REFERENCE_ITERS) -> int:
     return s
 
 
+def settled_reference() -> float:
+    """Seconds of one reference loop run right after another: the host's speed reading that
+    validation.compare takes after every engine step. The first call after a step pays for the
+    step's use of the caches (3.2-4.1% slower than the calls after it, the median over each run's
+    steps of `none` and EAGLE at concurrency 4 on the fourth VM; the second to eighth calls
+    agreed within 1.5%), so it runs untimed."""
+    host_reference()
+    t0 = time.perf_counter()
+    host_reference()
+    return time.perf_counter() - t0
+
+
 def mean_time(fn, device: str, calls: int, warm: bool = True, min_s: float = 0.0) -> float:
     """Mean seconds of `calls` calls of fn (more, until they add up to `min_s` seconds), after one
     warm-up call unless `warm` is False (synchronised on a GPU)."""
