@@ -117,7 +117,7 @@ class HardwareSpec:
     # time per logit element that the sampling or verification after a pass reads (the argmax,
     # top-k or softmax over each LM-head row: rows x vocab); 0 where it hides under the roofline
     logit_s: float = 0.0
-    # host time of the engine's verification around a pass, beyond its logits (validation/probes.py
+    # host time of the engine's verification around a pass, beyond its logits (validation/host_probes.py
     # `verify_host_probe`): one call per distinct draft shape among the sequences that sample
     # (decoding is the empty shape; every sequence verifying the same static tree or chain shares
     # one call; EAGLE-2's trees differ, one call each), verify_call_s each; a tree's call
@@ -127,7 +127,7 @@ class HardwareSpec:
     # replaces logit_s in drafter passes and Medusa's heads; 0: logit_s
     draft_logit_s: float = 0.0
     # host time per candidate a dynamic-tree drafter scores (EAGLE-2: recording it, choosing the
-    # frontier and the kept tree by confidence; validation/probes.py `draft_tree_probe`)
+    # frontier and the kept tree by confidence; validation/host_probes.py `draft_tree_probe`)
     draft_cand_s: float = 0.0
     verify_call_s: float = 0.0
     tree_call_s: float = 0.0

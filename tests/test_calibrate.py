@@ -97,13 +97,15 @@ def test_ticks_run_the_cycle_a_few_probes_at_a_time():
     cal.complete()
     assert {len(v) for v in cal.samples.values()} == {3}
     assert cal.figures()["rounds"] == 3
+    boot = cal.bootstrap(3)  # the figures of resampled calls: the same fields, their own values
+    assert len(boot) == 3 and all(set(m) == set(cal.figures()) for m in boot)
     # paired probes give every figure of the pair from one call
     assert {"forward1", "forward6", "verifies6", "engine16", "mtp1", "logits1024", "attn64c1024", "layer6", "dpass5b16"} <= set(cal.samples)
 
 
 def test_interleaved_times_alternate_the_calls():
     """One untimed round, then the timed calls, alternating one by one."""
-    from validation.probes import interleaved_times
+    from validation.timing import interleaved_times
     log = []
     got = interleaved_times({"a": lambda: log.append("a"), "b": lambda: log.append("b")}, "cpu", 3)
     assert log == ["a", "b"] * 4 and set(got) == {"a", "b"} and all(t >= 0 for t in got.values())
@@ -116,10 +118,10 @@ def test_steady_time_waits_until_repeating_stops_making_a_call_faster(monkeypatc
     durations are given on a fake clock, so the test does not depend on this host's timing."""
     import types
 
-    import validation.probes as probes
+    import validation.timing as timing
 
     clock = [0.0]
-    monkeypatch.setattr(probes, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
 
     def settling(durations):
         it = iter(durations)
@@ -131,15 +133,15 @@ def test_steady_time_waits_until_repeating_stops_making_a_call_faster(monkeypatc
         return fn, calls
 
     fn, calls = settling([0.040, 0.039, 0.030, 0.020, 0.010, 0.008, 0.0079, 1.0])
-    t = probes.steady_time(fn, "cpu")  # a plateau over the first passes does not end it
+    t = timing.steady_time(fn, "cpu")  # a plateau over the first passes does not end it
     assert len(calls) == 7 and t == pytest.approx((0.008 + 0.0079) / 2)
     fn, calls = settling([0.004] * 6 + [1.0])
-    assert probes.steady_time(fn, "cpu") == pytest.approx(0.004) and len(calls) == 6
+    assert timing.steady_time(fn, "cpu") == pytest.approx(0.004) and len(calls) == 6
     fn, calls = settling([0.004, 0.004, 0.004, 1.0])
-    probes.steady_time(fn, "cpu", least=3)
+    timing.steady_time(fn, "cpu", least=3)
     assert len(calls) == 3
     fn, calls = settling([0.002 * 0.8 ** i for i in range(30)])
-    probes.steady_time(fn, "cpu", most=9)
+    timing.steady_time(fn, "cpu", most=9)
     assert len(calls) == 9
 
 
@@ -190,7 +192,7 @@ def test_gather_curve_takes_rates_between_sizes():
 def test_draft_pass_time_is_the_growth_per_sequence_per_extra_pass():
     """draft_pass_seq_us: the deep chain's drafting grows per sequence beyond the one-pass chain's
     by the extra passes' per-sequence cost; the first pass's and fixed costs cancel."""
-    from validation.probes import DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS, draft_pass_time
+    from validation.host_probes import DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS, draft_pass_time
     first, later, fixed = 50e-6, 35e-6, 700e-6
     t = {f"dpass{d}b{b}": fixed * d + b * (first + (d - 1) * later) for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
     assert draft_pass_time(t) == pytest.approx(later, rel=1e-9)
@@ -200,7 +202,7 @@ def test_draft_pass_time_is_the_growth_per_sequence_per_extra_pass():
 def test_draft_node_time_is_the_tree_beyond_the_chain_per_further_node():
     """draft_node_us: the static tree's drafting beyond the chain's of the same depth and
     sequences, per row its levels expand beyond one per sequence (2, 3, 4, 2 nodes: 7 a sequence)."""
-    from validation.probes import DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS, draft_node_rows, draft_node_time
+    from validation.host_probes import draft_node_rows, draft_node_time, DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS
     assert draft_node_rows() == 7
     b, node = DRAFT_PASS_SEQS[1], 17e-6
     chain = {f"dpass{DRAFT_PASS_DEPTHS[1]}b{b}": 4e-3}
@@ -211,7 +213,7 @@ def test_draft_node_time_is_the_tree_beyond_the_chain_per_further_node():
 def test_logit_time_is_the_slope_over_the_vocabulary():
     """Probe times built from a fixed cost (the tree walk) and a cost per logit element give that
     cost back; no growth reads 0."""
-    from validation.probes import LOGIT_NODES, LOGIT_SEQS, LOGIT_VOCABS, logit_probe, logit_time
+    from validation.host_probes import LOGIT_NODES, logit_probe, LOGIT_SEQS, logit_time, LOGIT_VOCABS
     per, fixed = 2.5e-9, 4e-4
     t = [fixed + per * LOGIT_SEQS * (LOGIT_NODES + 1) * v for v in LOGIT_VOCABS]
     assert logit_time(*t) == pytest.approx(per)
@@ -226,7 +228,7 @@ def test_the_pass_overhead_probe_runs_its_passes_as_the_drafters_do():
     from engine.drafting.heads import random_drafters
     from engine.model import Model
     from sim.models import ModelSpec
-    from validation.probes import forward_probe
+    from validation.host_probes import forward_probe
 
     def model_of(fn):
         return fn.__closure__[[c.cell_contents.__class__ for c in fn.__closure__].index(Model)].cell_contents
@@ -246,7 +248,7 @@ def test_verify_host_figures_take_differences():
     """verify_host_figures: the chain call is the call price; the trees' difference per node; the
     small tree's call beyond its nodes and a chain call; packing per node over 4 x 62 nodes; the
     probes' own logits (2, 9, 63 rows of 64) come off first."""
-    from validation.probes import VERIFY_SEQS, VERIFY_TREES, VERIFY_VOCAB, verify_host_figures
+    from validation.host_probes import verify_host_figures, VERIFY_SEQS, VERIFY_TREES, VERIFY_VOCAB
     small, large = VERIFY_TREES
     us = 1e-6
     t = {"vchain": 100 * us, f"vtree{small}": (100 + 50 + 2 * small) * us, f"vtree{large}": (100 + 50 + 2 * large) * us,
@@ -267,7 +269,8 @@ def test_layer_probes_time_the_family_layer_less_its_priced_products():
     (layer_products_time: the larger of their compute on the curves and their weights'
     streaming), never negative."""
     from sim.cost import weight_matrices
-    from validation.probes import EW_SPEC, layer_probes, layer_products_time, layer_time
+    from validation.host_probes import layer_probes, layer_products_time, layer_time
+    from validation.probes import EW_SPEC
     calls = layer_probes(2, "cpu")
     assert set(calls) == {"layer2"}
     hidden, logits = calls["layer2"]()
@@ -341,7 +344,29 @@ def test_elementwise_curve_averages_each_stretch_without_the_fixed_part():
 def test_draft_cand_time_per_extra_candidate():
     """draft_cand_us: the tree probe's extra time at top-8 over top-2 per extra candidate (4
     sequences of depth 6: 8 + 5 x 64 against 2 + 5 x 4 candidates each)."""
-    from validation.probes import DRAFT_TREE_SEQS, draft_cand_time, draft_tree_candidates
+    from validation.host_probes import draft_cand_time, draft_tree_candidates, DRAFT_TREE_SEQS
     assert draft_tree_candidates(8, 6) == 328 and draft_tree_candidates(2, 6) == 22
     t2, t8 = 300e-6 + 2e-6 * DRAFT_TREE_SEQS * 22, 300e-6 + 2e-6 * DRAFT_TREE_SEQS * 328
     assert draft_cand_time(t2, t8) == pytest.approx(2e-6, rel=1e-9) and draft_cand_time(t8, t2) == 0.0
+
+
+def test_a_resample_draws_each_probes_calls_and_keeps_a_pairs_calls_together():
+    """`Calibration.resampled`: every figure keeps its number of calls, each drawn from its own
+    calls with replacement, and the figures of a paired probe come from the same calls (their
+    difference is what the profile keeps)."""
+    import numpy as np
+
+    from validation.calibrate import Calibration
+    cal = object.__new__(Calibration)  # only the calls: no probes built
+    cal.samples = {"copy": [1.0, 2.0, 3.0, 4.0], "forward1": [10.0, 20.0, 30.0, 40.0], "forward6": [11.0, 21.0, 31.0, 41.0]}
+    cal.figure_names = {"copy": {"copy": None}, "forwards": {"forward1": None, "forward6": None}}
+    rng = np.random.default_rng(0)
+    drawn = set()
+    for _ in range(50):
+        r = cal.resampled(rng)
+        assert set(r) == set(cal.samples) and {len(v) for v in r.values()} == {4}
+        assert set(r["copy"]) <= {1.0, 2.0, 3.0, 4.0}
+        assert [b - a for a, b in zip(r["forward1"], r["forward6"])] == [1.0] * 4  # one call's pair together
+        drawn.add(tuple(r["copy"]))
+    assert len(drawn) > 20  # with replacement, not the calls as they came
+    assert cal.samples["copy"] == [1.0, 2.0, 3.0, 4.0]  # the calls themselves untouched

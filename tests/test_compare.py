@@ -219,3 +219,17 @@ def test_timed_ticks_record_each_call_of_the_probes_with_the_host_speed_around_i
     run()
     assert len(calls) == 2 and len(record) == 2
     assert all(0.015 < d < 1.0 and v > 0 for d, v in record)  # seconds of the probes, reference loops per second
+
+
+def test_profile_spread_is_each_run_tags_relative_deviation_over_the_resampled_profiles():
+    from validation.compare import figure_noise, profile_spread
+
+    def report(tputs):
+        return {"runs": [{"label": "none", "concurrency": 1, "summary": {"throughput_tok_s": tputs[0]}},
+                         {"label": "eagle", "concurrency": 1, "summary": {"throughput_tok_s": tputs[1]}}]}
+    got = profile_spread([report((100.0, 200.0)), report((110.0, 200.0)), report((90.0, 200.0))])
+    assert got["none-1"] == pytest.approx(10.0 / 100.0) and got["eagle-1"] == 0.0
+    assert profile_spread([report((100.0, 200.0))]) == {}  # one profile: no spread
+    noise = figure_noise([{"launch_s": 1.0, "step_s": 0.0, "attn_dense": True, "kv_sizes": [[1, 2]]},
+                          {"launch_s": 3.0, "step_s": 0.0, "attn_dense": True, "kv_sizes": [[1, 2]]}])
+    assert noise == {"launch_s": pytest.approx(2 ** 0.5 / 2, abs=1e-4)}  # scalars only, zeros left out

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from validation.probes import mean_time
+from validation.timing import mean_time
 from validation.steptime import measured
 
 

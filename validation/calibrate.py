@@ -11,7 +11,7 @@ steptime` and `python -m validation compare --calibrate` run the probes a few at
 (`Calibration.tick`, `spread`) between what they measure, and predict from that profile. The
 probes whose differences make a figure (1 against 6 layers, 1 against 16 sequences, 8 against 64
 queries, two vocabularies) run as one probe, their calls interleaved one by one
-(`validation.probes.interleaved_times`; the engine-step runs back to back), so that a difference
+(`validation.timing.interleaved_times`; the engine-step runs back to back), so that a difference
 never spans a change of the host's speed: taken seconds apart, the per-layer host time read 60 to
 110 us per launch between calibrations.
 - copy bandwidth: `dst.copy_(src)` on a large fp32 tensor, 2 x size / time;
@@ -23,7 +23,7 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
 - launch: the engine's host time per layer of the trained family's shape (a bare decode forward
   of 1 vs 6 such layers, less what the cost model charges for the layer's weight products at
   one row on the measured curves, the warm ones where the probe model's weights fit the
-  last-level cache: `validation.probes.layer_probes`, `layer_products_time`; a grid whose
+  last-level cache: `validation.host_probes.layer_probes`, `layer_products_time`; a grid whose
   family points read +12% to +27% had taken off the products as timed beside it), spread over the cost model's KERNELS_PER_LAYER operations
   -> `launch_us` (a one-element op is reported beside it). Beyond its products such a layer
   took 130-250 us (20-45%) more than a hidden-64 layer here, in five runs; the figures below
@@ -118,14 +118,14 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   logits, the drafts as a tensor, engine.verify's routine, the results back as lists) for one
   sequence's 1-node chain and its binary trees of 8 and 62 nodes, over a 64-token vocabulary;
   and StepBatch.pack of 4 sequences decoding against each with a 62-node tree
-  (`validation.probes.verify_host_probe`, interleaved) -> `verify_call_us` (the chain call; the
+  (`validation.host_probes.verify_host_probe`, interleaved) -> `verify_call_us` (the chain call; the
   engine-step probes' decode steps made one call each, which comes off `step_overhead_us`),
   `tree_node_us` (the trees' difference per node), `tree_call_us` (the 8-node tree's call beyond
   its nodes and a chain call's), `pack_node_us` (per drafted node). The engine verifies each
   distinct draft shape in a step in one call: a static tree or chain is one call for the batch,
   EAGLE-2's trees one call per sequence (measured here: 0.17-0.36 ms a call, so four sequences'
   trees cost about 1 ms more than one shared shape);
-- speed over time: a 1-layer forward called back to back for 2 s (`validation.probes.speed_probe`),
+- speed over time: a 1-layer forward called back to back for 2 s (`validation.host_probes.speed_probe`),
   the rate of each 100 ms block; within the windows, 21 quantiles of the blocks' rates over their
   window's mean -> `speed_rates`, and the lag at which the log rates' autocorrelation falls to
   1/e (one block where it is below that from the first lag) -> `speed_spell_ms`
@@ -156,19 +156,16 @@ import torch  # noqa: E402
 from engine.host_memory import retain_freed_memory  # noqa: E402
 from sim.cost import KERNELS_PER_LAYER  # noqa: E402
 from sim.speed import drift_of, spread_of  # noqa: E402
-from validation.probes import (ATTN_CONTEXTS, ATTN_FEW, ATTN_MANY, EW_PAIR, EW_TOKENS, KV_SEQS, KV_CONTEXT,  # noqa: E402
-                               KV_MIDDLE, KV_SIZES,
-                               LOGIT_VOCABS, DRAFT_TREE_TOPK, VERIFY_SEQS, allocator_op, attention_figures,
-                               attention_probe,
-                               draft_cand_time, draft_logit_probe, draft_node_time, draft_pass_probe, draft_pass_time, draft_logit_time,
-                               draft_tree_probe,
-                               elementwise_curve, elementwise_probe, elementwise_time,
-                               engine_step, forward_probe, interleaved_times, kv_gather_bytes, kv_gather_probe, kv_key,
-                               kv_size_curve, logit_probe,
-                               logit_time, matmul_probes, mean_time, SPEED_BLOCK_S, SPEED_WINDOW_S,
-                               speed_probe, steady_time, verify_host_figures, verify_host_probe, layer_probes,
-                               layer_products_time, layer_time,
-                               last_level_cache_bytes)
+from validation.host_probes import (allocator_op, draft_cand_time, draft_logit_probe, draft_logit_time,
+                                    draft_node_time, draft_pass_probe, draft_pass_time, draft_tree_probe,
+                                    DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
+                                    layer_time, logit_probe, logit_time, LOGIT_VOCABS, SPEED_BLOCK_S, speed_probe,
+                                    SPEED_WINDOW_S, verify_host_figures, verify_host_probe, VERIFY_SEQS)  # noqa: E402
+from validation.probes import (attention_figures, attention_probe, ATTN_CONTEXTS, ATTN_FEW, ATTN_MANY,
+                               elementwise_curve, elementwise_probe, elementwise_time, EW_PAIR, EW_TOKENS,
+                               KV_CONTEXT, kv_gather_bytes, kv_gather_probe, kv_key, KV_MIDDLE, KV_SEQS,
+                               kv_size_curve, KV_SIZES, last_level_cache_bytes, matmul_probes)  # noqa: E402
+from validation.timing import interleaved_times, mean_time, steady_time  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_SIZES = ((256, 768), (512, 2048), (1024, 4096), (2048, 8192))  # (k, n): 0.75, 4, 16, 64 MiB fp32
@@ -273,6 +270,7 @@ class Calibration:
         self.samples: dict = {}  # figure name -> its calls' mean times
         self.series: list[tuple[float, list[float]]] = []  # the speed probe's windows: (start s, block rates)
         self.calls = {k: 0 for k in probes}
+        self.figure_names: dict = {}  # probe -> the names its calls give (one call of them each, in order)
         self._order = list(probes)
         self._next = 0  # the probe the next tick runs
 
@@ -291,6 +289,7 @@ class Calibration:
                 self.series.append(got)
             for name, t in (got.items() if isinstance(got, dict) else () if isinstance(got, tuple) else ((k, got),)):
                 self.samples.setdefault(name, []).append(t)
+                self.figure_names.setdefault(k, {})[name] = None
             self.calls[k] += 1
             self._next = (self._next + 1) % len(self._order)
 
@@ -307,7 +306,32 @@ class Calibration:
 
     def figures(self) -> dict:
         """Every probe's figure from its calls so far (every probe called at least once: `complete`)."""
-        t = {k: statistics.mean(v) for k, v in self.samples.items()}
+        return self.figures_of(self.samples, allocator_op())
+
+    def resampled(self, rng: np.random.Generator) -> dict:
+        """One bootstrap resample of the calls so far, as `figures_of` takes them: each probe's
+        calls drawn with replacement, the figures of one call of a paired probe kept together
+        (their difference is the figure)."""
+        samples = {}
+        for names in self.figure_names.values():
+            first = next(iter(names))
+            pick = rng.integers(0, len(self.samples[first]), len(self.samples[first]))
+            samples |= {name: [self.samples[name][i] for i in pick] for name in names}
+        return samples
+
+    def bootstrap(self, n: int, seed: int = 0) -> list[dict]:
+        """The figures of `n` bootstrap resamples of the calls so far (`resampled`): how far the
+        profile moves with the calls it happened to get. The calls are taken as independent:
+        they spread over minutes, a few probes between the measurements they predict, on a host
+        whose speed holds for seconds at a time."""
+        rng = np.random.default_rng(seed)
+        alloc = allocator_op()
+        return [self.figures_of(self.resampled(rng), alloc) for _ in range(n)]
+
+    def figures_of(self, samples: dict, alloc_s: float) -> dict:
+        """The figures from probe calls `samples` (name -> its calls' times), the speed windows
+        so far and the allocator's seconds an operation `alloc_s`."""
+        t = {k: statistics.mean(v) for k, v in samples.items()}
         n3 = self.gemm_n ** 3
         out = {"copy_bw": self.copy_bytes / t["copy"], "stream_bw": self.stream_bytes / t["stream"],
                "launch_s": t["launch"], "rounds": min(self.calls.values())}
@@ -327,7 +351,7 @@ class Calibration:
         out["batch_query_s"] = max(0.0, batched - out["multi_query_s"])
         # half the sequences verifying, half decoding, against all verifying: per layer
         out["mixed_query_s"] = max(0.0, (t[f"mixed{DEEP}"] - t["mixed1"] - t[f"verifies{DEEP}"] + t["verifies1"]) / (DEEP - 1))
-        out["alloc_op_s"] = allocator_op()
+        out["alloc_op_s"] = alloc_s
         out["gemm_half_rows"] = statistics.median(  # rate peak * M / (M + M0) -> M0 = t * peak / flops * M - M
             max(0.0, t[("half", *key)] * peak / flops * key[1] - key[1]) for key, (_, flops) in self.halves.items()
         ) if self.halves else 0.0

@@ -47,8 +47,8 @@
    speculative scheme's first run took 40-60% longer a step than its next three (prompt lookup
    11.5 ms against 7.1-8.0), `none`'s 14-22%, which read as the simulator 5-15% short once pooled.
 6. The host's speed: after every engine step, outside the engine's clock, a reference loop
-   (validation.probes.host_reference, about 0.1-0.2 ms) runs twice and the second is timed
-   (validation.probes.settled_reference: the first pays for the step's use of the caches); a
+   (validation.timing.host_reference, about 0.1-0.2 ms) runs twice and the second is timed
+   (validation.timing.settled_reference: the first pays for the step's use of the caches); a
    run's speed is the mean of its calls' inverses, weighted by their steps' durations (its work
    over its time; until 0.21.0 the inverse of the calls' weighted mean, which weights the slow
    calls twice over and read the fourth VM's runs 3.7% slower). With `--calibrate` the same
@@ -58,6 +58,13 @@
    had the engine run at that speed (`at_mean_speed`); `probe_speed` in comparison.json is
    the probes' speed over the engine runs' (+0.05: the profile was measured 5% faster than
    the engine ran on average, which prices every scheme about 5% fast).
+7. The profile's own noise (with `--calibrate`): the probes' calls are resampled with
+   replacement (validation.calibrate.Calibration.bootstrap, PROFILE_RESAMPLES profiles under
+   DIR/resamples), the simulator prices the trace on each at one draw, and each entry's
+   `profile_spread` (`profile ±`) is its throughput's relative standard deviation over them;
+   `profile_noise` in comparison.json gives each scalar figure's. An error within about twice
+   the two spreads together (sqrt(engine ±² + profile ±²)) is one this comparison cannot tell
+   from zero.
 """
 from __future__ import annotations
 
@@ -82,6 +89,9 @@ CALIBRATION_CYCLES = 2  # calibration probe cycles per engine run of the trace (
 # run whose speed spells last seconds is as variable as the engine's run (a draw's throughput
 # spread 11-18% between draws, the engine's runs 6-12%), and costs a second or three
 DRAW_GROUPS = 4
+# bootstrap resamples of the calibration's calls (--calibrate), each priced by the simulator at one
+# draw: the spread of its prediction from its profile's own noise (`profile ±`, profile_spread)
+PROFILE_RESAMPLES = 8
 REFERENCE_CALLS = 16  # reference loops (about 0.2 ms each) a reading of the host's speed around the probes takes
 AT_MEAN_SPEED = ("throughput_tok_s", "tpot_p50", "tpot_p99", "step_time")  # also given at the mean host speed
 METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "step_time", "draft_time",
@@ -122,8 +132,8 @@ def weighted_mean(pairs: list[tuple[float, float]]) -> float:
 
 def reference_speed(calls: int = REFERENCE_CALLS) -> float:
     """The host's speed now: the inverse of the mean seconds of `calls` reference loops after one
-    untimed (validation.probes.host_reference, the loop timed after every engine step)."""
-    from validation.probes import host_reference, mean_time
+    untimed (validation.timing.host_reference, the loop timed after every engine step)."""
+    from validation.timing import host_reference, mean_time
 
     return 1.0 / mean_time(host_reference, "cpu", calls)  # after one untimed call, as after every step
 
@@ -151,14 +161,16 @@ def run_spread(throughputs: list[float]) -> float | None:
     return float(d.std(ddof=1) / d.mean() / np.sqrt(len(d)))
 
 
-def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None) -> dict:
+def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None,
+           profile_spreads: dict[str, float] | None = None) -> dict:
     """Signed relative errors (sim - engine) / engine, run by run (matched on label and concurrency).
     `speeds`: per run tag, the host's speed during the engine's runs over the comparison's mean
     (relative_speeds): each entry then gives it as `engine_speed` (signed: +0.1, 10% faster than
     the mean the profile describes) and `at_mean_speed`, the errors of AT_MEAN_SPEED had the
     engine run at that mean speed (its times scaled by its speed, its throughput divided by it;
     `step_time_at_mean_speed` repeats the step time's). Where the engine's report keeps its
-    runs' throughputs (pool_runs), `engine_spread` is run_spread of them."""
+    runs' throughputs (pool_runs), `engine_spread` is run_spread of them; `profile_spread`, per
+    run tag, the simulator's from its profile (profile_spread)."""
     sims = {(r["label"], r["concurrency"]): r for r in sim["runs"]}
     out = []
     for r in engine["runs"]:
@@ -176,12 +188,40 @@ def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None) -> d
         if "throughputs" in r:
             entry["engine_throughputs"] = r["throughputs"]
             entry["engine_spread"] = run_spread(r["throughputs"])
+        spread = (profile_spreads or {}).get(run_tag(r["label"], r["concurrency"]))
+        if spread is not None:
+            entry["profile_spread"] = spread
         ea, sa = r.get("acceptance"), s.get("acceptance")
         if ea and sa:  # the accepted-drafts-per-step distributions
             entry["acceptance"] = {"tv_distance": histogram_distance(ea["histogram"], sa["histogram"]),
                                    "engine_mean_accepted": ea["mean_accepted"], "sim_mean_accepted": sa["mean_accepted"]}
         out.append(entry)
     return {"runs": out}
+
+
+def profile_spread(reports: list[dict]) -> dict[str, float]:
+    """Per run tag, the relative standard deviation of the simulator's throughput over `reports`
+    (its runs on the calibration's bootstrap profiles, one draw each): how much of an error the
+    profile's own noise could make. Two reports at least."""
+    if len(reports) < 2:
+        return {}
+    tputs: dict[str, list[float]] = {}
+    for rep in reports:
+        for r in rep["runs"]:
+            tputs.setdefault(run_tag(r["label"], r["concurrency"]), []).append(r["summary"]["throughput_tok_s"])
+    return {tag: float(np.std(v, ddof=1) / np.mean(v)) for tag, v in tputs.items() if np.mean(v) > 0}
+
+
+def figure_noise(figures: list[dict]) -> dict[str, float]:
+    """Each scalar figure's relative standard deviation over the bootstrap profiles' `figures`
+    (fields that are zero throughout left out)."""
+    out = {}
+    for k, v in figures[0].items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            xs = np.array([f[k] for f in figures], dtype=float)
+            if abs(xs.mean()) > 0:
+                out[k] = round(float(xs.std(ddof=1) / abs(xs.mean())), 4)
+    return out
 
 
 def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measured: dict[str, Path],
@@ -270,7 +310,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     from sim.spec import load_trace
     from validation.calibrate import Calibration, write_profile
 
-    from validation.probes import settled_reference
+    from validation.timing import settled_reference
 
     trace = load_trace(trace_path)
     cal = Calibration() if calibrate else None
@@ -308,6 +348,10 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         out.mkdir(parents=True, exist_ok=True)
         hardware = out / "measured-hardware.yaml"
         hardware.write_text(write_profile(cal.figures(), cal.size_mb))
+        boot = cal.bootstrap(PROFILE_RESAMPLES)
+        (out / "resamples").mkdir(exist_ok=True)
+        for i, m in enumerate(boot):
+            (out / "resamples" / f"profile{i + 1}.yaml").write_text(write_profile(m, cal.size_mb))
     hardware = hardware or ROOT / "traces" / "hardware" / "cpu-measured.yaml"
     measured = {}
     schemes = {s.label: s for s in trace.speculation}
@@ -336,7 +380,15 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     groups = [pool_runs(sim_reports[g:g + repeats], sim_results[g:g + repeats])
               for g in range(0, draws - repeats + 1, repeats)] if draws > repeats else []
     sim_report = group_percentiles(pool_runs(sim_reports, sim_results), groups)
-    comparison = errors(engine_report, sim_report, relative_speeds(speeds, probe_speeds))
+    resampled = []  # the simulator on each bootstrap profile, at one draw
+    for i in range(PROFILE_RESAMPLES if cal is not None else 0):
+        doc = sim_trace_doc(trace_path, engine_report, out / "resamples" / f"profile{i + 1}.yaml", measured, matches)
+        path = out / "resamples" / f"trace{i + 1}.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        resampled.append(sim_run(load_trace(path), out / "resamples" / f"sim{i + 1}", progress=progress, draw=0))
+    comparison = errors(engine_report, sim_report, relative_speeds(speeds, probe_speeds), profile_spread(resampled))
+    if cal is not None:
+        comparison["profile_noise"] = figure_noise(boot)
     engine_time = engine_pairs(speeds)
     if probe_speeds and engine_time:  # how much faster the probes saw the host than the engine's runs did
         comparison["probe_speed"] = weighted_mean(probe_speeds) / weighted_mean(engine_time) - 1
@@ -373,7 +425,7 @@ def print_comparison(comparison: dict) -> None:
     from rich.table import Table
 
     t = Table(title="signed relative error of the simulator against the engine")
-    for col in ("scheme", "conc") + METRICS + ("accept TV", "engine ±", "host speed") + tuple(f"{SHORT[k]} @ mean speed"
+    for col in ("scheme", "conc") + METRICS + ("accept TV", "engine ±", "profile ±", "host speed") + tuple(f"{SHORT[k]} @ mean speed"
                                                                                    for k in AT_MEAN_SPEED):
         t.add_column(col, justify="left" if col == "scheme" else "right")
 
@@ -385,6 +437,7 @@ def print_comparison(comparison: dict) -> None:
         t.add_row(r["label"], str(r["concurrency"] if r["concurrency"] is not None else "open"),
                   *(pct(r["errors"][m]) for m in METRICS), f"{acc['tv_distance']:.3f}" if acc else "-",
                   "-" if r.get("engine_spread") is None else f"{100 * r['engine_spread']:.1f}%",
+                  "-" if r.get("profile_spread") is None else f"{100 * r['profile_spread']:.1f}%",
                   pct(r.get("engine_speed")), *(pct(r.get("at_mean_speed", {}).get(k)) for k in AT_MEAN_SPEED))
     console = Console(width=250)
     console.print(t)

@@ -199,7 +199,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     from engine.model import Model
     from sim.hardware import hardware_from_node
     from validation.calibrate import Calibration, write_profile
-    from validation.probes import mean_time
+    from validation.timing import mean_time
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     width = 4.0 if device == "cpu" else 2.0

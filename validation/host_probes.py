@@ -1,0 +1,375 @@
+"""The calibration's host-time microbenchmarks (validation/calibrate.py says what each one
+measures and which profile field it gives): logits and the drafters' selection, EAGLE-2's tree
+bookkeeping, verification's host time, bare forwards of small models, engine steps, drafter
+passes, the allocator, and the speed probe's windows. Each builder sets up its model once and
+returns the call to time (validation.calibrate.Calibration runs them round-robin)."""
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from sim import trees as T
+from sim.models import ModelSpec
+from validation.probes import EW_SPEC, extra_per_unit
+from validation.timing import device_sync
+
+
+LOGIT_SEQS, LOGIT_NODES, LOGIT_VOCABS = 4, 31, (1024, 8192)
+
+
+def logit_probe(device: str, vocab: int):
+    """The engine's greedy verification of one group of LOGIT_SEQS sequences, each a binary tree
+    of LOGIT_NODES drafted nodes, over a vocabulary of `vocab` (fp32 logits): the rows stacked
+    out of the forward's logits, then engine.verify.verify_tree_greedy, as the runner does. The
+    difference between LOGIT_VOCABS' two vocabularies over the extra logit elements ->
+    `logit_ns` (the tree walk's fixed cost cancels)."""
+    from engine.runner import group_rows
+    from engine.verify import verify_tree_greedy
+    rows = LOGIT_NODES + 1
+    logits = torch.randn(LOGIT_SEQS * rows, vocab, device=device)                     # (B (T+1), V)
+    drafts = torch.randint(0, vocab, (LOGIT_SEQS, LOGIT_NODES), device=device)         # (B, T)
+    parents = [(i - 1) // 2 for i in range(LOGIT_NODES)]
+
+    starts = [b * rows for b in range(LOGIT_SEQS)]
+
+    def run():
+        group = group_rows(logits, starts, rows)  # (B, T+1, V)
+        return verify_tree_greedy(group, drafts, parents)
+    return run
+
+
+def logit_time(t_small: float, t_large: float) -> float:
+    """Seconds per logit element from logit_probe at LOGIT_VOCABS' two sizes (0 if not slower)."""
+    small, large = LOGIT_VOCABS
+    return extra_per_unit(t_small, t_large, LOGIT_SEQS * (LOGIT_NODES + 1) * (large - small))
+
+
+DRAFT_LOGIT_ROWS = 32  # LM-head rows of the drafter-selection probe (EAGLE-2 at top-8, 4 sequences: one pass)
+
+
+def draft_logit_probe(device: str, vocab: int):
+    """What the engine's drafters do with their LM-head rows, as EAGLE-2's (engine/drafting/eagle.py
+    `children`) does over one pass of DRAFT_LOGIT_ROWS rows of `vocab` fp32 logits: the softmax, the
+    top candidates (drafting.base.RANKS), their ids and probabilities back as lists. At
+    LOGIT_VOCABS' two sizes the extra time per extra element -> `draft_logit_ns` (a softmax and a
+    top-k read each element more slowly than verification's argmax: 4.5-5.2 against 2.5-2.9 ns
+    here)."""
+    from engine.drafting.base import RANKS
+    logits = torch.randn(DRAFT_LOGIT_ROWS, vocab, device=device)  # (P, V)
+
+    def run():
+        top = torch.softmax(logits, -1).topk(RANKS)
+        return top.indices.tolist(), top.values.tolist()
+    return run
+
+
+def draft_logit_time(t_small: float, t_large: float) -> float:
+    """Seconds per logit element from draft_logit_probe at LOGIT_VOCABS' two sizes (0 if not slower)."""
+    small, large = LOGIT_VOCABS
+    return extra_per_unit(t_small, t_large, DRAFT_LOGIT_ROWS * (large - small))
+
+
+DRAFT_TREE_SEQS, DRAFT_TREE_DEPTH, DRAFT_TREE_TOPK = 4, 6, (2, 8)  # the tree-bookkeeping probe's shape
+
+
+def draft_tree_candidates(k: int, depth: int) -> int:
+    """Candidates an EAGLE-2 drafter scores for one sequence: the root's top-k, then k x k at each
+    further depth (the k most confident frontier nodes' top-k children)."""
+    return k + (depth - 1) * k * k
+
+
+def draft_tree_probe(device: str, k: int):
+    """EAGLE-2's tree bookkeeping as the engine runs it (engine.drafting.eagle.grow_dynamic: the
+    children's softmax and top-k, each candidate recorded, the frontier and the kept tree chosen by
+    confidence) for DRAFT_TREE_SEQS sequences at depth DRAFT_TREE_DEPTH and top-`k`, over a
+    64-token vocabulary, its `expand` storing random logits for the expanded nodes instead of
+    running the head. At DRAFT_TREE_TOPK's two k the extra time per extra candidate ->
+    `draft_cand_us` (`draft_cand_time`)."""
+    from engine.drafting.eagle import Grow, grow_dynamic
+    rows = torch.randn(1 + k, VERIFY_VOCAB, device=device)  # (1 + k, V) the root's, then the expanded nodes'
+    feat = torch.zeros(8, device=device)
+    keep = draft_tree_candidates(k, DRAFT_TREE_DEPTH) // 2
+
+    def run():
+        grows = [Grow(feat, rows[0]) for _ in range(DRAFT_TREE_SEQS)]
+
+        def expand(todo: dict) -> None:
+            for b, nodes in todo.items():
+                for i, nid in enumerate(nodes):
+                    grows[b].feat[nid], grows[b].logits[nid] = feat, rows[1 + i]
+        return grow_dynamic(grows, [DRAFT_TREE_DEPTH] * DRAFT_TREE_SEQS, k, keep, expand)
+    return run
+
+
+def draft_cand_time(t_small: float, t_large: float) -> float:
+    """Seconds per candidate from draft_tree_probe at DRAFT_TREE_TOPK's two k (0 if not slower)."""
+    small, large = (draft_tree_candidates(k, DRAFT_TREE_DEPTH) for k in DRAFT_TREE_TOPK)
+    return extra_per_unit(t_small, t_large, DRAFT_TREE_SEQS * (large - small))
+
+
+VERIFY_SEQS = 4  # sequences of the verify host-time probe
+VERIFY_VOCAB = 64  # the verification host probe's vocabulary: its logits cost next to nothing
+VERIFY_TREES = (8, 62)  # nodes of its two trees (the extra nodes' time -> tree_node_us)
+
+
+def _binary_tree(n: int) -> tuple[int, ...]:
+    return tuple((i - 1) // 2 for i in range(n))
+
+
+def verify_host_probe(device: str) -> dict:
+    """Callables that time the engine's host work around a pass beyond the logits, as the
+    runner (engine/runner.py `_forward_verify`) does it at temperature 0:
+    - `vchain`: one verification call, one sequence's 1-node chain (its rows out of the logits,
+      the drafts as a tensor, engine.verify's chain routine, the results back as lists);
+    - `vtree8`, `vtree62` (VERIFY_TREES): the same call for one sequence's binary tree of 8 and
+      62 nodes (the tree routine, which walks the tree's ancestor table);
+    - `pack0`, `pack62`: engine.model.StepBatch.pack of VERIFY_SEQS sequences decoding, and each
+      with a 62-node tree (query, slot and tree-mask rows).
+    Their differences -> verify_call_us, tree_call_us, tree_node_us, pack_node_us (calibrate)."""
+    from engine.model import SeqQuery, StepBatch
+    from engine.runner import group_rows
+    from engine.verify import verify_chain_greedy, verify_tree_greedy
+
+    def call(parents: tuple):
+        t = len(parents)
+        logits = torch.randn(t + 1, VERIFY_VOCAB, device=device)  # (T+1, V)
+        drafts = [list(range(t))]
+
+        def run():
+            rows = group_rows(logits, [0], t + 1)  # (1, T+1, V)
+            d = torch.tensor(drafts, dtype=torch.int64, device=device).view(1, t)
+            if T.is_chain(parents):
+                toks, num = verify_chain_greedy(rows, d)
+                path = None
+            else:
+                toks, num, path = verify_tree_greedy(rows, d, list(parents))
+            toks.tolist(), num.tolist(), path.tolist() if path is not None else None
+        return run
+
+    def pack(nodes: int):
+        ctx, tree = 160, _binary_tree(nodes)
+        seqs = [SeqQuery(tokens=[1], ctx=ctx, index=torch.arange(b * 400, b * 400 + ctx + 1), nodes=[2] * nodes,
+                         parents=tree, spec_slots=list(range(b * 400 + ctx + 1, b * 400 + ctx + 1 + nodes)))
+                for b in range(VERIFY_SEQS)]
+        return lambda: StepBatch.pack(seqs, device)
+    small, large = VERIFY_TREES
+    return {"vchain": call((-1,)), f"vtree{small}": call(_binary_tree(small)), f"vtree{large}": call(_binary_tree(large)),
+            "pack0": pack(0), f"pack{large}": pack(large)}
+
+
+def verify_host_figures(t: dict, logit_s: float) -> dict:
+    """verify_call_s, tree_call_s, tree_node_s, pack_node_s from verify_host_probe's mean times
+    (its calls' few logits, at `logit_s` per element, taken off)."""
+    small, large = VERIFY_TREES
+    call = {k: t[k] - logit_s * n * VERIFY_VOCAB for k, n in (("vchain", 2), (f"vtree{small}", small + 1),
+                                                               (f"vtree{large}", large + 1))}
+    node = extra_per_unit(call[f"vtree{small}"], call[f"vtree{large}"], large - small)
+    return {"verify_call_s": max(0.0, call["vchain"]), "tree_node_s": node,
+            "tree_call_s": max(0.0, call[f"vtree{small}"] - small * node - call["vchain"]),
+            "pack_node_s": extra_per_unit(t["pack0"], t[f"pack{large}"], VERIFY_SEQS * large)}
+
+
+HOST_SPEC = ModelSpec(name="probe", layers=1, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128,
+                      vocab=256, bytes_per_weight=4, bytes_per_kv=4)  # the host-time probes' model
+
+
+def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1, check: bool = True, plain: int = 0,
+                  shape: ModelSpec = HOST_SPEC):
+    """A bare forward call of a random model of `shape` (HOST_SPEC, hidden 64, by default) with
+    `layers` layers, `seqs` sequences each with one decode token (and a chain of `nodes` drafted
+    tokens to verify, but for the last `plain` of them) over 8 keys: at HOST_SPEC's size compute
+    and bandwidth are negligible, so its time is host time. check: the model checks the step's
+    index tensors, as the engine's target does (its drafters do not)."""
+    from dataclasses import replace
+
+    from engine.kv_cache import KVCache
+    from engine.model import Model, SeqQuery, StepBatch
+    model = Model.random(replace(shape, layers=layers), seed=0, device=device, check_values=check)
+    cache = KVCache(model.spec, seqs, 16, device)
+    def query(b: int) -> SeqQuery:
+        k = nodes if b < seqs - plain else 0
+        return SeqQuery(tokens=[1], ctx=8, index=list(range(16 * b, 16 * b + 9)), nodes=[2] * k,
+                        parents=tuple(range(-1, k - 1)), spec_slots=list(range(16 * b + 9, 16 * b + 9 + k)))
+
+    step = StepBatch.pack([query(b) for b in range(seqs)])
+    return lambda: model.forward(step, cache)
+
+
+def layer_probes(layers: int, device: str) -> dict:
+    """A bare decode forward of a random model with `layers` layers of the trained family's shape
+    (EW_SPEC): `layer{layers}`. Its growth per layer, less what the cost model charges for the
+    layer's weight products (`layer_time`), is the host time of a real-sized layer: measured here,
+    130-250 us a layer more than a HOST_SPEC layer."""
+    return {f"layer{layers}": forward_probe(layers, device, shape=EW_SPEC)}
+
+
+def layer_products_time(gemm_rows: dict, peak: float, stream_bw: float, layers: int,
+                        warm: dict | None = None, cache_bytes: float = 0) -> float:
+    """What the cost model charges for one EW_SPEC layer's weight products at one row, in a model
+    of `layers` such layers (the layer probes'), on the measured matmul curves (`gemm_rows`, and
+    `warm` where that model's weights fit `cache_bytes` of last-level cache: {KiB: [[rows,
+    fraction], ...]}) and streaming rate: the larger of their compute and their weights'
+    streaming time. Taking off the price, not the products as timed beside the probe, keeps a
+    step of the family's shape right (its host time plus the priced products is the layer as
+    timed)."""
+    from dataclasses import replace
+
+    from sim.cost import ForwardCost
+    from sim.hardware import hardware_from_node
+    from sim.specio import Node
+    profile = {"preset": "cpu", "tflops": {"fp32": peak / 1e12}, "memory_tb_s": stream_bw / 1e12,
+               "eta_compute": 1.0, "eta_memory": 1.0, "launch_us": 0.0}
+    if gemm_rows:  # the profile's own form, {KiB: [[rows, fraction], ...]}
+        profile["gemm_rows"] = gemm_rows
+        if warm:
+            profile |= {"gemm_rows_warm": warm, "cache_mb": cache_bytes / 2**20}
+    hw = hardware_from_node(Node(profile, None, "hardware"), Path(".")).for_weights(replace(EW_SPEC, layers=layers).weight_bytes)
+    cost = ForwardCost(replace(EW_SPEC, layers=1), hw, lm_head=False)
+    _, _, _, compute, memory = cost._token_part(1, 0)
+    return max(compute, memory)
+
+
+def layer_time(t: dict, deep: int, products_s: float) -> float:
+    """A real-sized layer's host time from layer_probes at 1 and `deep` layers (their mean
+    times): the forwards' difference per layer, less `products_s`, the cost model's price of
+    the layer's products (layer_products_time); never negative."""
+    return max(0.0, extra_per_unit(t["layer1"], t[f"layer{deep}"], deep - 1) - products_s)
+
+
+def engine_step(batch: int, device: str, scheme: str = "none") -> float:
+    """Mean decode-step duration of the engine (its own clock) on a 1-layer tiny random model,
+    `batch` sequences decoding 48 tokens each after a 16-token prompt, with `scheme` (mtp: one
+    module drafting one token per step)."""
+    entry = {"scheme": scheme} | ({"depth": 1} if scheme == "mtp" else {})
+    return float(statistics.mean(_decode_steps(batch, device, entry, 48)["duration"]))
+
+
+DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS = (1, 5), (1, 16)
+
+
+# a static tree as deep as the deep chain, expanding 2, 3, 4 and 2 nodes at its levels 1-4
+DRAFT_NODE_PROBS, DRAFT_NODE_NODES = [[0.7, 0.2]] * DRAFT_PASS_DEPTHS[1], 16
+
+
+def draft_pass_probe(device: str) -> dict:
+    """The engine's EAGLE drafter (a random head on engine_step's model) drafting chains of
+    DRAFT_PASS_DEPTHS' depths (1 pass a step, and 5: the root pass and 4 more) for
+    DRAFT_PASS_SEQS' sequences: {"dpass{depth}b{seqs}": mean drafting time of a decode step (the
+    engine times its planner's call)}; and the greedy static tree of DRAFT_NODE_NODES nodes for
+    DRAFT_NODE_PROBS, as deep as the deep chain, for the most sequences: "dnode"
+    (draft_node_time). Random drafts are rejected, so every step drafts the whole chain or tree
+    (draft_pass_time)."""
+    out = {f"dpass{d}b{b}": float(statistics.mean(_decode_steps(b, device, {"scheme": "eagle", "depth": d}, 24)["draft_time"]))
+           for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
+    tree = {"scheme": "eagle", "depth": DRAFT_PASS_DEPTHS[1], "tree": DRAFT_NODE_NODES,
+            "acceptance": {"rank_depth": DRAFT_NODE_PROBS}}
+    out["dnode"] = float(statistics.mean(_decode_steps(DRAFT_PASS_SEQS[1], device, tree, 24)["draft_time"]))
+    return out
+
+
+def draft_pass_time(t: dict) -> float:
+    """Host time per sequence of each drafter pass after a step's first, from draft_pass_probe's
+    times: the growth per sequence of the deep chain's drafting beyond the one-pass chain's,
+    per extra pass (never negative). Here 30-49 us, against 40-50 us a sequence for the first
+    pass and 92-123 us that a speculative step grows by per sequence (draft_seq_us)."""
+    (d0, d1), (b0, b1) = DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS
+    grow = (t[f"dpass{d1}b{b1}"] - t[f"dpass{d1}b{b0}"]) - (t[f"dpass{d0}b{b1}"] - t[f"dpass{d0}b{b0}"])
+    return max(0.0, grow / (b1 - b0) / (d1 - d0))
+
+
+def draft_node_rows() -> int:
+    """Rows of draft_pass_probe's static tree's later passes beyond one per sequence a pass, per
+    sequence: the nodes each level expands, less one (its levels 1-4 expand 2, 3, 4, 2: 7)."""
+    from sim import trees as T
+    depth = DRAFT_PASS_DEPTHS[1]
+    levels = T.expanding(T.greedy_static_tree(DRAFT_NODE_PROBS, DRAFT_NODE_NODES, depth), depth)
+    assert all(levels), "the probe's tree must expand a node at every level, as the chain does"
+    return sum(e - 1 for e in levels)
+
+
+def draft_node_time(t: dict) -> float:
+    """Host time per further node a drafter pass expands (a tree level's rows beyond one per
+    sequence), from draft_pass_probe's times: the static tree's drafting beyond the chain's of the
+    same depth and sequences, per such row (never negative). The tiny model's products and
+    logits for those rows are a few percent of it. 17 us on a Xeon VM (2026-12-01), where the
+    deep chain's later passes cost 28 us a sequence (draft_pass_seq_us); 52 us (and 106 us) on
+    the third VM's, four times slower (validation/results/cpu-epyc-8m)."""
+    b = DRAFT_PASS_SEQS[1]
+    return max(0.0, (t["dnode"] - t[f"dpass{DRAFT_PASS_DEPTHS[1]}b{b}"]) / (b * draft_node_rows()))
+
+
+def _decode_steps(batch: int, device: str, entry: dict, tokens: int) -> dict:
+    """The step columns (numpy arrays) of the decode steps with every sequence in them, of the
+    engine on a 1-layer tiny random model (hidden 64), `batch` sequences decoding `tokens` tokens
+    each after a 16-token prompt with the speculation `entry`."""
+    import tempfile
+
+    import yaml
+
+    from engine.checkpoint import resolve
+    from engine.runner import run_scheme
+    from sim.spec import load_trace
+    from sim.workload import make_requests
+    doc = {"version": 1, "name": "calibrate-step", "seed": 1, "hardware": "cpu", "model": "tiny",
+           "serving": {"max_num_seqs": batch, "max_num_batched_tokens": 4096, "page_size": 16,
+                       "kv_pages": 64 * batch, "paging": "indexshare"},
+           "workload": {"requests": batch, "arrival": {"process": "closed", "concurrency": batch},
+                        "prompt_tokens": {"dist": "fixed", "value": 16},
+                        "output_tokens": {"dist": "fixed", "value": tokens}},
+           "speculation": [entry],
+           "engine": {"checkpoint": {"random_shape": "tiny", "layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2,
+                                     "head_dim": 16, "ffn": 128, "vocab": 256}, "device": device}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        trace = load_trace(path)
+    source = resolve(trace)
+    model = source.build()
+    res = run_scheme(trace, trace.speculation[0], make_requests(trace.workload, trace.seed), model,
+                     drafters=source.drafters(model) if entry["scheme"] != "none" else None)
+    cols = res.result.steps.columns()
+    keep = (cols["batch_size"] == batch) & (cols["prefill_tokens"] == 0)
+    return {k: v[keep] for k, v in cols.items()}
+
+
+def allocator_op() -> float:
+    from sim.kv import KVAllocator
+    kv = KVAllocator(4096, 16, "indexshare")
+    t0 = time.perf_counter()
+    for i in range(2000):
+        kv.grow(i, 16)  # one page each
+        kv.release(i)
+    return (time.perf_counter() - t0) / 4000
+
+
+SPEED_WINDOW_S = 2.0  # one call of the speed probe: a contiguous timing this long
+SPEED_BLOCK_S = 0.1  # cut into blocks this long
+
+
+def speed_probe(device: str, window_s: float = SPEED_WINDOW_S, block_s: float = SPEED_BLOCK_S):
+    """The host's speed over a short window: a 1-layer forward (forward_probe) called back to back
+    for `window_s`, the rate of each `block_s` block (calls over their summed time), as (the
+    window's start in seconds on the monotonic clock, [block rates]); sim.speed.spread_of and
+    drift_of turn the windows of a calibration into speed_rates, speed_spell_s (within windows)
+    and speed_drift_rates, speed_drift_s (between them)."""
+    fn, sync = forward_probe(1, device), device_sync(device)
+
+    def call() -> tuple[float, list[float]]:
+        rates, n, busy = [], 0, 0.0
+        sync()
+        start = block = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            t1 = time.perf_counter()
+            n, busy = n + 1, busy + (t1 - t0)
+            if t1 - block >= block_s:
+                rates.append(n / busy)
+                n, busy, block = 0, 0.0, t1
+                if t1 - start >= window_s:
+                    return start, rates
+    return call

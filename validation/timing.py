@@ -1,0 +1,104 @@
+"""Timing primitives for the calibration's probes (validation/probes.py, validation/host_probes.py)
+and the host's speed reference that validation.compare times beside the engine's steps."""
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+def device_sync(device: str):
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return sync
+
+
+HOST_REFERENCE_ITERS = 5_000  # about 0.25 ms here
+
+
+def host_reference(iters: int = HOST_REFERENCE_ITERS) -> int:
+    """The host's speed reference, timed beside what it measures (validation.compare: after every
+    engine step): interpreter work only, so it runs as fast after a call that swept the caches as
+    after one that did not (right after a batch-16 forward over 2,048 keys a model's forward, or a
+    small matmul loop, read 1.22-1.25x slower than usual; this loop 0.97x)."""
+    s = 0
+    for i in range(iters):
+        s += i
+    return s
+
+
+def settled_reference() -> float:
+    """Seconds of one reference loop run right after another: the host's speed reading that
+    validation.compare takes after every engine step. The first call after a step pays for the
+    step's use of the caches (3.2-4.1% slower than the calls after it, the median over each run's
+    steps of `none` and EAGLE at concurrency 4 on the fourth VM; the second to eighth calls
+    agreed within 1.5%), so it runs untimed."""
+    host_reference()
+    t0 = time.perf_counter()
+    host_reference()
+    return time.perf_counter() - t0
+
+
+def mean_time(fn, device: str, calls: int, warm: bool = True, min_s: float = 0.0) -> float:
+    """Mean seconds of `calls` calls of fn (more, until they add up to `min_s` seconds), after one
+    warm-up call unless `warm` is False (synchronised on a GPU)."""
+    sync = device_sync(device)
+    if warm:
+        fn()
+    sync()
+    t0 = time.perf_counter()
+    n = max(1, calls)
+    for _ in range(n):
+        fn()
+    while min_s > 0.0:
+        sync()
+        if time.perf_counter() - t0 >= min_s:
+            break
+        fn()
+        n += 1
+    sync()
+    return (time.perf_counter() - t0) / n
+
+
+def steady_time(fn, device: str, tol: float = 0.03, least: int = 6, most: int = 12) -> float:
+    """Seconds of one call of fn once repeating it stops making it faster: at least `least`
+    calls, then until one is no more than `tol` faster than the one before (`most` at most), the
+    mean of the last two. A pool of weights that fits the last-level cache takes five to eight
+    passes to settle there after other work swept it, and its first passes can read alike before
+    the times fall: after a write over 1.5x that cache, 64 MiB of 768 KiB matrices read 67, 66,
+    55, 42, 35, 34 us a matrix per pass (1 row), and 16 MiB ones 1.2, 1.2, 0.98, 0.75, 0.69,
+    0.66 ms; at 4 rows, where the products' compute dominates, the first pass already reads
+    within 2% of the third."""
+    sync = device_sync(device)
+    times: list[float] = []
+    while len(times) < max(2, least, most):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+        if len(times) >= max(2, least) and times[-1] >= (1.0 - tol) * times[-2]:
+            break
+    return (times[-1] + times[-2]) / 2
+
+
+def interleaved_times(fns: dict, device: str, calls: int) -> dict:
+    """{name: mean seconds per call} of `calls` calls of each of `fns`, the calls interleaved one
+    by one (fn a, fn b, fn a, ...): a calibration figure that is a difference of two probes (per
+    layer: 6 layers against 1) would otherwise take them seconds apart, and this host's speed
+    changes within seconds (per-layer figures read 60 to 110 us between calibrations). One
+    untimed round first: the first call after a probe that swept the caches reads slower."""
+    sync = device_sync(device)
+    for fn in fns.values():
+        fn()
+    total = dict.fromkeys(fns, 0.0)
+    for _ in range(max(1, calls)):
+        for name, fn in fns.items():
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            total[name] += time.perf_counter() - t0
+    return {name: t / max(1, calls) for name, t in total.items()}
+
