@@ -343,6 +343,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
             tried[0] += res.draftable
             tried[1] += res.drafted
     engine_report = pool_runs(reports, results)
+    boot: list[dict] = []  # the figures of the calibration's bootstrap profiles
     if cal is not None:
         cal.complete()
         out.mkdir(parents=True, exist_ok=True)
@@ -366,8 +367,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
             measured[label] = path
     sim_path = out / "sim-trace.yaml"
     matches = {label: round(d / n, 4) for label, (n, d) in tries.items() if n and d}
-    sim_path.write_text(yaml.safe_dump(sim_trace_doc(trace_path, engine_report, hardware, measured, matches),
-                                       sort_keys=False))
+    sim_doc = sim_trace_doc(trace_path, engine_report, hardware, measured, matches)
+    sim_path.write_text(yaml.safe_dump(sim_doc, sort_keys=False))
     # the simulator's own draws (acceptance, the device's spells), pooled as the engine's runs are,
     # its latency percentiles read over groups of as many draws as engine runs (group_percentiles)
     draws = draws or DRAW_GROUPS * repeats
@@ -380,14 +381,14 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     groups = [pool_runs(sim_reports[g:g + repeats], sim_results[g:g + repeats])
               for g in range(0, draws - repeats + 1, repeats)] if draws > repeats else []
     sim_report = group_percentiles(pool_runs(sim_reports, sim_results), groups)
-    resampled = []  # the simulator on each bootstrap profile, at one draw
-    for i in range(PROFILE_RESAMPLES if cal is not None else 0):
-        doc = sim_trace_doc(trace_path, engine_report, out / "resamples" / f"profile{i + 1}.yaml", measured, matches)
+    resampled = []  # the simulator on each bootstrap profile, at one draw: the same trace on another device
+    for i in range(len(boot)):
         path = out / "resamples" / f"trace{i + 1}.yaml"
+        doc = {**sim_doc, "hardware": str((out / "resamples" / f"profile{i + 1}.yaml").resolve())}
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         resampled.append(sim_run(load_trace(path), out / "resamples" / f"sim{i + 1}", progress=progress, draw=0))
     comparison = errors(engine_report, sim_report, relative_speeds(speeds, probe_speeds), profile_spread(resampled))
-    if cal is not None:
+    if boot:
         comparison["profile_noise"] = figure_noise(boot)
     engine_time = engine_pairs(speeds)
     if probe_speeds and engine_time:  # how much faster the probes saw the host than the engine's runs did
