@@ -78,12 +78,14 @@ class EngineRun:
     def __init__(self, trace: TraceSpec, scheme, workload: Workload, model: Model, seed: int | None = None,
                  progress: Callable[[int, int], None] | None = None,
                  prompts: Callable[[int, int], list[int]] | None = None, drafters: Drafters | None = None,
-                 reference: Callable[[], float] | None = None):
+                 reference: Callable[[], float] | None = None, clock: Callable[[], float] = time.perf_counter):
         """prompts(request id, length) -> token ids; default: the seeded random stream.
         drafters: the model's drafter weights (engine/drafting/heads.py) for model-based schemes.
         reference: a call after every step, outside the engine's clock, that returns the seconds of
-        what it timed (the host's speed: its inverse, weighted by the step's duration)."""
-        self.reference = reference
+        what it timed (the host's speed: its inverse, weighted by the step's duration).
+        clock: the seconds the steps and the planner's calls are timed by (validation.traffic: a
+        calibration probe's, which leaves out the memory traffic it adds around each pass)."""
+        self.reference, self.clock = reference, clock
         self.trace, self.scheme, self.workload, self.model = trace, scheme, workload, model
         self.prompts = prompts or (lambda rid, n: prompt_tokens(trace.seed, rid, n, model.spec.vocab))
         self.progress = progress
@@ -102,7 +104,7 @@ class EngineRun:
         self.typical = bool(getattr(scheme, "typical", False))
         self.ranks: dict[tuple[int, int], int] = {}
         self.sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
-        self.timed = TimedPlanner(self.planner, self.sync) if self.planner is not None else None
+        self.timed = TimedPlanner(self.planner, self.sync, clock) if self.planner is not None else None
         self.sched = Scheduler(serving, trace.num_pages, cache_bytes, planner=self.timed,
                                max_nodes=scheme.max_nodes())
         self.sched.by_request = {}  # acceptance per request (validation.compare: requests differ)
@@ -139,12 +141,12 @@ class EngineRun:
             for _ in range(min(closed, len(self.pending))):
                 self._admit(self.pending.popleft(), 0.0)
         self._warm_up()
-        sync = self.sync
+        sync, clock = self.sync, self.clock
         reference, weighted, busy = self.reference, 0.0, 0.0  # sum of dt / seconds, of dt (not idle time)
         while self.done < total:
             if not closed:
                 self._arrivals()
-            t0 = time.perf_counter()
+            t0 = clock()
             if self.timed is not None:
                 self.timed.last = 0.0
             batch = self.sched.schedule(self.now)
@@ -158,14 +160,14 @@ class EngineRun:
                 self._drop(seq.id)
             emitted, paths = self._forward_verify(batch)
             sync()
-            dt = time.perf_counter() - t0
+            dt = clock() - t0
             finished = self.sched.commit(batch, paths, self.now + dt)
             copies = batch.copies
             if copies:  # naive trees: accepted nodes move to consecutive positions, before anything reuses pages
-                t1 = time.perf_counter()
+                t1 = clock()
                 self.cache.copy(copies)
                 sync()
-                dt += time.perf_counter() - t1
+                dt += clock() - t1
             self._record(batch, emitted, paths, dt, ops)
             for seq in finished:
                 self._drop(seq.id)
@@ -325,18 +327,18 @@ class TimedPlanner:
     """The scheme's planner as the scheduler sees it, timing each `plan` call: the step's
     drafting, the per-step `draft_time` the simulator's drafter price is compared with."""
 
-    def __init__(self, planner, sync: Callable[[], None]):
-        self.planner, self.sync = planner, sync
+    def __init__(self, planner, sync: Callable[[], None], clock: Callable[[], float] = time.perf_counter):
+        self.planner, self.sync, self.clock = planner, sync, clock
         self.last = 0.0  # seconds of this step's plan call (the runner zeroes it before each step)
         # sequence-steps that could draft (a depth above 0, more than one token left) and did:
         # prompt lookup drafts only where it finds a match (the simulator's `match`)
         self.draftable = self.drafted = 0
 
     def plan(self, seqs):
-        t0 = time.perf_counter()
+        t0 = self.clock()
         out = self.planner.plan(seqs)
         self.sync()
-        self.last = time.perf_counter() - t0
+        self.last = self.clock() - t0
         if self.planner.depth > 0:
             self.draftable += sum(1 for s in seqs if s.remaining > 1)
             self.drafted += sum(1 for p in out if p is not None)
@@ -346,6 +348,7 @@ class TimedPlanner:
 def run_scheme(trace: TraceSpec, scheme, workload: Workload, model: Model,
                progress: Callable[[int, int], None] | None = None,
                prompts: Callable[[int, int], list[int]] | None = None,
-               drafters: Drafters | None = None, reference: Callable[[], float] | None = None) -> EngineResult:
+               drafters: Drafters | None = None, reference: Callable[[], float] | None = None,
+               clock: Callable[[], float] = time.perf_counter) -> EngineResult:
     return EngineRun(trace, scheme, workload, model, progress=progress, prompts=prompts, drafters=drafters,
-                     reference=reference).run()
+                     reference=reference, clock=clock).run()

@@ -100,7 +100,8 @@ def test_ticks_run_the_cycle_a_few_probes_at_a_time():
     boot = cal.bootstrap(3)  # the figures of resampled calls: the same fields, their own values
     assert len(boot) == 3 and all(set(m) == set(cal.figures()) for m in boot)
     # paired probes give every figure of the pair from one call
-    assert {"forward1", "forward6", "verifies6", "engine16", "mtp1", "logits1024", "attn64c1024", "layer6", "dpass5b16"} <= set(cal.samples)
+    assert {"forward1", "forward6", "verifies6", "engine16", "mtp1", "logits1024", "attn64c1024", "layer6", "dpass5b16",
+            "unchecked1", "drafter1"} <= set(cal.samples)
 
 
 def test_interleaved_times_alternate_the_calls():
@@ -370,3 +371,109 @@ def test_a_resample_draws_each_probes_calls_and_keeps_a_pairs_calls_together():
         drawn.add(tuple(r["copy"]))
     assert len(drawn) > 20  # with replacement, not the calls as they came
     assert cal.samples["copy"] == [1.0, 2.0, 3.0, 4.0]  # the calls themselves untouched
+
+
+def test_traffic_reads_after_every_pass_off_its_clock(monkeypatch):
+    """validation.traffic: a wrapped model's forward is followed by a read of a target pass's bytes
+    (a drafter's, for a drafter), whose time the Traffic's clock leaves out: on a fake clock where
+    the forward takes 2 s and each read 5 s, a pass reads 2 s on it; `read` alone, 0 s."""
+    import types
+
+    import validation.traffic as traffic_mod
+    from validation.traffic import Traffic
+
+    now = [0.0]
+    monkeypatch.setattr(traffic_mod, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    reads: list[int] = []
+
+    class Buffer:  # stands in for the tensor: a read of n elements takes 5 s
+        def __getitem__(self, sl):
+            reads.append(sl.stop)
+            return types.SimpleNamespace(sum=lambda: now.__setitem__(0, now[0] + 5.0))
+
+    tr = Traffic(4096, 1024)
+    tr.buf = Buffer()
+
+    class Model:
+        def forward(self, x):
+            now[0] += 2.0
+            return x + 1
+
+    target, drafter = tr.wrap(Model()), tr.wrap(Model(), drafter=True)
+    t0 = tr.clock()
+    assert target.forward(1) == 2 and tr.clock() - t0 == 2.0
+    t0 = tr.clock()
+    assert drafter.forward(1) == 2 and tr.clock() - t0 == 2.0
+    t0 = tr.clock()
+    tr.read()
+    assert tr.clock() == t0 and tr.swept == 15.0 and now[0] == 19.0
+    assert reads == [1024, 256, 1024]  # fp32 elements: the target's, the drafter's, the target's
+
+
+def test_traffic_is_a_cpu_models_passes():
+    """Traffic.of: a target pass reads the model's weights, a drafter pass one layer of its shape
+    with its LM head; no traffic without a model or on a GPU (its passes stream device memory)."""
+    from dataclasses import replace
+
+    from validation.calibrate import context_model
+    from validation.traffic import Traffic, pass_bytes
+    tiny = context_model("tiny")
+    tr = Traffic.of(tiny, "cpu")
+    assert (tr.target_bytes, tr.drafter_bytes) == pass_bytes(tiny)
+    assert tr.target_bytes == tiny.weight_bytes > tr.drafter_bytes == replace(tiny, layers=1).weight_bytes
+    assert Traffic.of(None, "cpu") is None and Traffic.of(tiny, "cuda") is None
+    assert context_model("none") is None
+
+
+def test_probes_run_amid_their_context_and_the_profile_says_so():
+    """With a context model the host-time probes' passes are followed by its traffic (the engine
+    steps' and drafter passes' models wrapped, the paired forwards read between calls), its reads
+    kept off their times, and the profile's header names it; without one, nothing is read."""
+    from validation.calibrate import Calibration, context_model, write_profile
+    cal = Calibration(size_mb=8, gemm_n=64, context=context_model("tiny"))
+    for k in ("forwards", "engine", "draft_passes", "verify_host"):
+        cal.probes[k]()
+    assert cal.traffic.swept > 0
+    cal.complete()
+    text = write_profile(cal.figures(), cal.size_mb)
+    assert "amid the memory traffic of model tiny: 16.0 MiB read after a target pass, 7.0 MiB" in text
+    plain = Calibration(size_mb=8, gemm_n=64)
+    assert plain.traffic is None and plain.context is None
+
+
+def test_between_runs_before_every_timed_call():
+    """interleaved_times and steady_time call `between` (a pass's traffic, a step's gap) before
+    each timed call (not in interleaved_times' untimed round), outside the time they report."""
+    from validation.timing import interleaved_times, steady_time
+    log = []
+    interleaved_times({"a": lambda: log.append("a"), "b": lambda: log.append("b")}, "cpu", 2,
+                      between=lambda: log.append("-"))
+    assert log == ["a", "b"] + ["-", "a", "-", "b"] * 2
+    log.clear()
+    interleaved_times({"a": lambda: log.append("a"), "b": lambda: log.append("b")}, "cpu", 1,
+                      between={"b": lambda: log.append("+")})  # per call: none before a
+    assert log == ["a", "b", "a", "+", "b"]
+    log.clear()
+    steady_time(lambda: log.append("x"), "cpu", least=3, most=3, between=lambda: log.append("-"))
+    assert log == ["-", "x"] * 3
+
+
+def test_a_bad_context_exits_2(tmp_path, capsys):
+    assert main(["--out", str(tmp_path / "x.yaml"), "--context", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "--context" in err and "nosuch" in err and "Traceback" not in err
+
+
+def test_cold_calls_touch_their_memory_before_the_sweep():
+    """A cold probe call (the cold matmul curves, the KV gathers) runs once untimed, then the sweep
+    that evicts the cache, then the timed call: on a VM a page left alone for seconds reads slower
+    at its first touch, which the engine, touching its weights every step, never pays."""
+    from validation.calibrate import cold_time
+    log = []
+
+    class Flush:
+        def add_(self, x):
+            log.append("sweep")
+
+    t = cold_time(lambda: log.append("call"), Flush(), "cpu")
+    assert log == ["call", "sweep", "call"] and t >= 0

@@ -259,6 +259,28 @@ def test_the_host_reference_runs_outside_the_engines_clock(tmp_path):
     assert timed.tokens == plain.tokens
 
 
+def test_the_engine_times_its_steps_and_drafting_on_the_clock_it_is_given(tmp_path):
+    """A run given a clock (validation.traffic: a probe's, which leaves out the memory traffic it
+    adds around each pass) reads every step's duration and its planner's drafting time off it: on
+    a clock that moves one second a reading, a step reads one second, and three where the planner
+    ran (its two readings of its drafting, which reads one)."""
+    import itertools
+
+    from engine.checkpoint import resolve
+    from engine.runner import run_scheme
+    from sim.workload import make_requests
+    trace = load_trace(write_trace(tmp_path))
+    source = resolve(trace)
+    model = source.build()
+    wl = make_requests(trace.workload, trace.seed)
+    ticks = itertools.count()
+    res = run_scheme(trace, trace.speculation[2], wl, model, prompts=source.prompts, clock=lambda: float(next(ticks)))
+    cols = res.result.steps.columns()
+    planned = cols["draft_time"] > 0
+    assert planned.sum() > 1 and set(cols["draft_time"][planned]) == {1.0}
+    assert set(cols["duration"][planned]) == {3.0} and set(cols["duration"][~planned]) == {1.0}
+
+
 def test_group_rows_views_back_to_back_rows_and_copies_others():
     """A verification group's logit rows: a view of the logits where the sequences' rows lie
     back to back (no copy), a copy otherwise; both equal stacking the rows."""

@@ -18,6 +18,12 @@ the simulator. The end-to-end errors must stay within stated bounds:
   index checks), two five-run tests gave throughput errors of -5% to +13% and speedup errors of
   -16% to +10% (mean -2%).
 
+On the fifth VM with 0.22.0 (the host-time probes amid the model's memory traffic, the warm
+curves a step apart, every probe's memory touched before it is timed), two runs gave throughput
+errors of +3.9% to +16.3% and speedup errors of +2.4% to +8.5%; the bounds went from 60% and 40%
+to 40% and 30%, which every pooled run above (since the drafter passes' pricing was mended)
+would have passed.
+
 The project's target is 5%, its goal 2%; tighten these as the model improves."""
 import json
 import os
@@ -27,8 +33,8 @@ import sys
 import pytest
 import yaml
 
-THROUGHPUT_BOUND = 0.6
-SPEEDUP_BOUND = 0.40
+THROUGHPUT_BOUND = 0.4
+SPEEDUP_BOUND = 0.30
 
 TRACE = {
     "version": 1, "name": "ci-validation", "seed": 5, "hardware": "cpu", "model": "tiny",
@@ -51,7 +57,9 @@ def test_end_to_end_throughput_error_is_bounded(tmp_path):
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     args = ["validation", "compare", str(path), "--out", str(tmp_path / "cmp"), "--calibrate", "--repeats", "5",
             "--threads", "1"]
-    proc = subprocess.run([sys.executable, "-m", *args], env=env, capture_output=True, text=True, timeout=600)
+    # 356 s on the fifth VM (0.22.0: the host-time probes amid the model's traffic, the warm curves
+    # a step apart; 246 s before): room for a host twice as slow
+    proc = subprocess.run([sys.executable, "-m", *args], env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
     errs = {(r["label"], r["concurrency"]): r["errors"]["throughput_tok_s"] for r in result["runs"]}

@@ -23,7 +23,8 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
 - launch: the engine's host time per layer of the trained family's shape (a bare decode forward
   of 1 vs 6 such layers, less what the cost model charges for the layer's weight products at
   one row on the measured curves, the warm ones where the probe model's weights fit the
-  last-level cache: `validation.host_probes.layer_probes`, `layer_products_time`; a grid whose
+  last-level cache, timed back to back as the probe's own calls meet them (the `adjacent`
+  probes): `validation.host_probes.layer_probes`, `layer_products_time`; a grid whose
   family points read +12% to +27% had taken off the products as timed beside it), spread over the cost model's KERNELS_PER_LAYER operations
   -> `launch_us` (a one-element op is reported beside it). Beyond its products such a layer
   took 130-250 us (20-45%) more than a hidden-64 layer here, in five runs; the figures below
@@ -33,9 +34,10 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   per-layer time (and the step's one verification call, `verify_call_us`) -> `step_overhead_us`,
   `seq_overhead_us`; a bare forward call of a model
   that skips the index checks, as the drafters' models do, less its layer -> `pass_overhead_us`
-  (what each drafter pass adds), and the same call with the checks, less that ->
-  `index_check_us` (a target's bare forward pays it too: on this CPU, 0.2-0.4 ms of a 1-layer
-  forward's 0.65-1.3 ms; the step-time grid adds it; an engine step's is in its step overhead);
+  (what each drafter pass adds; amid a drafter pass's memory traffic, see below), and the same
+  call with the checks, less the unchecked one amid a target pass's traffic -> `index_check_us`
+  (a target's bare forward pays it too: on this CPU, 0.2-0.4 ms of a 1-layer forward's
+  0.65-1.3 ms; the step-time grid adds it; an engine step's is in its step overhead);
   the per-layer time of the same forward
   verifying a 2-node chain, less a decode's -> `multi_query_us` (its other attention path); the
   per-layer time of a forward of 4 sequences each verifying a 2-node chain, less that of the
@@ -65,7 +67,10 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   matrices filling at most half that cache, timed once passing over them again stops making them
   faster (`probes.steady_time`: five to eight passes after other work swept the cache; a model
   whose weights fit finds them there step after step, and its 1-row products ran about 2x faster
-  than read from memory; the second pass, timed until 0.15.0, still read nearly cold),
+  than read from memory; the second pass, timed until 0.15.0, still read nearly cold), the passes
+  WARM_GAP_S (5 ms) of host work apart, as a model's weights wait a step between their uses
+  (since 0.22.0: on a last-level cache shared with other tenants they leave it meanwhile; back to
+  back, the curves read the family's products up to 40% fast at 1-16 rows, 15% on average),
   and `cache_mb`, the last-level cache's size as sysfs gives it. CPU BLAS changes kernels with
   M (4 rows can cost 1.5x 3 rows) and its rate depends on the matrix size, which no
   one-parameter curve follows;
@@ -135,6 +140,15 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   The simulator draws seeded fast spells and slow drift from them and multiplies the two
   (sim/speed.py). Identical requests one at a time on this host take up to 2x their median
   time, so without them every simulated request of such a run has the same TPOT.
+The host-time probes (the hidden-64 forwards, the engine steps, the drafter passes, verification
+and EAGLE-2's bookkeeping) run amid the memory traffic of a context model (`--context`, default
+the trained family; `compare --calibrate` the trace's model): a read of its weights after every
+target pass of the probes' tiny models, of one layer of its shape with its LM head after every
+drafter pass, and before every verification call, the reads left off the probes' times
+(validation.traffic: on the probe model the engine's host work stays in the L2 cache, in the
+engine it runs between passes that stream the weights through the caches; at the family's 16 MiB
+a step's host time beyond its forward read 1.3-1.6x, at 64 MiB 2-3x). A profile is then right
+for models of about that footprint (its header says which).
 On a GPU the same probes run on the device (bf16 GEMM as well; no matmul curves: its small-M
 products are bandwidth-bound, which the roofline prices) and the file is named after it.
 """
@@ -165,7 +179,11 @@ from validation.probes import (attention_figures, attention_probe, ATTN_CONTEXTS
                                elementwise_curve, elementwise_probe, elementwise_time, EW_PAIR, EW_TOKENS,
                                KV_CONTEXT, kv_gather_bytes, kv_gather_probe, kv_key, KV_MIDDLE, KV_SEQS,
                                kv_size_curve, KV_SIZES, last_level_cache_bytes, matmul_probes)  # noqa: E402
-from validation.timing import interleaved_times, mean_time, steady_time  # noqa: E402
+from sim.cli import fail  # noqa: E402
+from sim.errors import SpecError  # noqa: E402
+from sim.models import ModelSpec  # noqa: E402
+from validation.timing import host_gap, interleaved_times, mean_time, steady_time  # noqa: E402
+from validation.traffic import Traffic  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_SIZES = ((256, 768), (512, 2048), (1024, 4096), (2048, 8192))  # (k, n): 0.75, 4, 16, 64 MiB fp32
@@ -173,6 +191,29 @@ DEEP = 6  # layers of the deeper host-time probe model (against 1: the differenc
 # every count up to 8, which a chain of up to 7 drafts verifies at batch 1: the step-time grid's
 # Llama-shaped 7-row chains read 20-23% above a curve interpolated between 6 and 8 rows
 GEMM_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512)
+# the host work between two passes of the warm curves: a model's weights wait a step between their
+# uses, and on a last-level cache shared with other tenants they leave it meanwhile. The family's
+# 17 products at one row read 1.81 ms back to back, 2.0 ms 3 ms apart, 2.3 ms 10 ms apart, 2.7 ms
+# 30 ms apart (a 2-core EPYC VM, 32 MB cache; another run: 2.0, 2.2, 2.25, 2.27, cold 2.2); the
+# family's decode steps take 5 ms (none, concurrency 1) to 70 ms (EAGLE-2, concurrency 4) here
+WARM_GAP_S = 0.005
+# On this VM a page untouched for a few seconds reads slower at its first touch, whatever the
+# caches hold: a 512 MB matrix-vector product read 19-20 GB/s back to back, 15.7 / 15.2 / 10.6 /
+# 6.4 GB/s on its first pass after 2 / 5 / 10 / 20 s idle, 6.5-14.5 GB/s after 5-20 s of other
+# work, 13.5-17.3 GB/s after 5-20 s of streaming another 512 MB, and its second pass 15-20 GB/s
+# (2026-12-02, a 2-core EPYC VM). The calibration's cycle comes back to a probe after a minute or
+# so, and until 0.22.0 timed its first call: copy and streaming read 10-14 GB/s within
+# comparisons where they read 22-29 and 15-21 GB/s called back to back, and the Llama shape's
+# one-sequence decodes, memory-bound, read +26% to +42% (+57% to +113% on earlier VMs). So every
+# probe's memory is touched by an untimed call right before it is timed (Calibration: timed, cold).
+
+
+def cold_time(fn, flush: torch.Tensor, device: str) -> float:
+    """Seconds of one call of fn right after a write over `flush` (1.5x the last-level cache)
+    swept the cache out, its memory touched by an untimed call before the sweep."""
+    fn()
+    flush.add_(0.0)
+    return mean_time(fn, device, 1, warm=False)
 
 
 class Calibration:
@@ -181,8 +222,14 @@ class Calibration:
     runs) can run between rounds, so the profile and what it predicts see the same spells of a
     drifting host. Sizes are parameters so a test can run the CPU form small."""
 
-    def __init__(self, size_mb: int = 512, gemm_n: int = 1024, device: str = "cpu"):
+    def __init__(self, size_mb: int = 512, gemm_n: int = 1024, device: str = "cpu", context: ModelSpec | None = None):
+        """context: the model whose passes' memory traffic the host-time probes run amid
+        (validation.traffic; on a CPU only; None: none, the probes' tiny models alone)."""
         self.size_mb, self.gemm_n = size_mb, gemm_n
+        self.context = context if device == "cpu" else None
+        traffic = self.traffic = Traffic.of(self.context, device)
+        after_pass = traffic.read if traffic is not None else None  # a target pass's traffic
+        after_drafter = (lambda: traffic.read(traffic.drafter_bytes)) if traffic is not None else None
         n = size_mb * 2**20 // 4
         src = torch.ones(n, device=device)
         dst = torch.empty_like(src)
@@ -205,11 +252,14 @@ class Calibration:
         self.halves = matmul_probes(device, ((1024, 4096),), (16, 32, 64, 128)) if device == "cpu" else {}
         self.copy_bytes, self.stream_bytes = 2 * src.numel() * 4, mat.numel() * 4
 
+        # every probe's memory touched right before it is timed: a page left untouched for
+        # seconds reads slower at its first touch on a VM (see above Calibration), which an
+        # engine, touching its weights every step, does not pay
         def timed(fn, calls: int = 1):
-            return lambda: mean_time(fn, device, calls, warm=False)
+            return lambda: mean_time(fn, device, calls, warm=True)
 
-        def paired(fns: dict, calls: int):
-            return lambda: interleaved_times(fns, device, calls)
+        def paired(fns: dict, calls: int, between=None):
+            return lambda: interleaved_times(fns, device, calls, between)
 
         # a probe gives one figure, or (a dict of callables) the figures whose differences a
         # figure is: their calls interleaved one by one, so the difference sees one moment
@@ -219,26 +269,35 @@ class Calibration:
         # the host-time forwards: 1 and DEEP layers, decoding and verifying a 2-node chain, one
         # sequence and VERIFY_SEQS (what a batch of chains or trees pays per layer beyond a
         # decode: the padded fused-attention path); and the 1-layer forward without the index
-        # checks, as the drafters run their passes
+        # checks, as the drafters run their passes (amid a target pass's traffic, against the
+        # checked one: index_check_s; amid a drafter pass's: pass_s)
         forwards = {f"{kind}{k}": forward_probe(k, device, nodes=nodes, seqs=seqs, plain=plain)
                     for kind, nodes, seqs, plain in (("forward", 0, 1, 0), ("verify", 2, 1, 0),
                                                      ("decodes", 0, VERIFY_SEQS, 0), ("verifies", 2, VERIFY_SEQS, 0),
                                                      ("mixed", 2, VERIFY_SEQS, VERIFY_SEQS // 2))
                     for k in (1, DEEP)}
         forwards["unchecked1"] = forward_probe(1, device, check=False)
-        probes["forwards"] = paired(forwards, 10)
+        # the same call amid a drafter pass's traffic: a drafter pass's fixed host time (pass_s)
+        forwards["drafter1"] = forward_probe(1, device, check=False)
+        probes["forwards"] = paired(forwards, 10, traffic and {
+            name: after_drafter if name == "drafter1" else after_pass for name in forwards})
         if device == "cpu":  # real-sized layers and their products, interleaved apart from the hidden-64
             # forwards (a small forward right after their 18 MB of products read 0.2 ms slower)
             probes["layers"] = paired(layer_probes(1, device) | layer_probes(DEEP, device), 10)
-        probes["engine"] = lambda: {f"{name}{k}": engine_step(k, device, scheme)
+        probes["engine"] = lambda: {f"{name}{k}": engine_step(k, device, scheme, traffic)
                                     for name, scheme in (("engine", "none"), ("mtp", "mtp")) for k in (1, 16)}
-        probes["draft_passes"] = lambda: draft_pass_probe(device)
-        def cold(fn):  # one call right after the last-level cache is swept out
-            return lambda: (flush.add_(0.0), mean_time(fn, device, 1, warm=False))[1]
+        probes["draft_passes"] = lambda: draft_pass_probe(device, traffic)
+        def cold(fn):
+            return lambda: cold_time(fn, flush, device)
 
-        # the matmul curves: one pass over their pool, cold; warm, once repeating them stops making them faster
+        # the matmul curves: one pass over their pool, cold; warm, once repeating them a step apart
+        # stops making them faster (WARM_GAP_S); and back to back at one row, what the layer
+        # probes' products meet (their launch_us takes those off)
+        gap = host_gap(WARM_GAP_S)
         probes |= {("curve", *key): cold(fn) for key, (fn, _) in self.curves.items()}
-        probes |= {("warm", *key): lambda fn=fn: steady_time(fn, device) for key, (fn, _) in self.warm.items()}
+        probes |= {("warm", *key): lambda fn=fn: steady_time(fn, device, between=gap) for key, (fn, _) in self.warm.items()}
+        probes |= {("adjacent", *key): lambda fn=fn: steady_time(fn, device) for key, (fn, _) in self.warm.items()
+                   if key[1] == 1}
         probes |= {("half", *key): timed(fn, 2) for key, (fn, _) in self.halves.items()}
         # the gather, each size on its own: on a CPU cold (kv_sizes) and, where the cache's size is
         # known, warm: once repeating it stops making it faster (kv_sizes_warm); elsewhere the middle size alone, two
@@ -247,14 +306,16 @@ class Calibration:
             gathers = {size: kv_gather_probe(device, *size) for size in KV_SIZES}
             probes |= {kv_key("kv", *size): cold(fn) for size, fn in gathers.items()}
             if self.cache_bytes:
-                probes |= {kv_key("kvw", *size): lambda fn=fn: steady_time(fn, device) for size, fn in gathers.items()}
+                probes |= {kv_key("kvw", *size): lambda fn=fn: steady_time(fn, device, between=gap)
+                           for size, fn in gathers.items()}
         else:
             probes[kv_key("kv", KV_SEQS, KV_CONTEXT)] = timed(kv_gather_probe(device), 2)
         probes["speed"] = speed_probe(device, 0.3 if small else SPEED_WINDOW_S)  # (start, a window's block rates)
         probes["logits"] = paired({f"logits{v}": logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
-        probes["verify_host"] = paired(verify_host_probe(device), 20)
+        probes["verify_host"] = paired(verify_host_probe(device), 20, after_pass)
         probes["draft_logits"] = paired({f"dlogits{v}": draft_logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
-        probes["draft_tree"] = paired({f"dtree{k}": draft_tree_probe(device, k) for k in DRAFT_TREE_TOPK}, 3)
+        probes["draft_tree"] = paired({f"dtree{k}": draft_tree_probe(device, k) for k in DRAFT_TREE_TOPK}, 3,
+                                      after_drafter)
         # the torch reference (CPU) gathers the keys, then computes; the GPU kernel's products at
         # this size take microseconds, so it keeps eta_attn 1 (the roofline) unmeasured
         self.serial = device == "cpu"
@@ -342,7 +403,7 @@ class Calibration:
         per_seq = max(0.0, (t["engine16"] - t["engine1"]) / 15)
         out |= {"probe_layer_s": per_layer,
                 "seq_s": per_seq, "step_s": max(0.0, t["engine1"] - per_layer - per_seq),
-                "pass_s": max(0.0, t["unchecked1"] - per_layer),
+                "pass_s": max(0.0, t["drafter1"] - per_layer),
                 "index_check_s": max(0.0, t["forward1"] - t["unchecked1"]),
                 "multi_query_s": max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer),
                 "draft_seq_s": max(0.0, (t["mtp16"] - t["mtp1"]) / 15 - per_seq),
@@ -362,9 +423,14 @@ class Calibration:
                     table.setdefault(kib, []).append([m, round(flops / (t[(key, kib, m)] * peak), 4)])
                 out[name] = table
         out["cache_bytes"] = self.cache_bytes
-        # a family-shaped layer's host time beyond what the cost model charges for its products
+        tr = self.traffic  # the memory traffic the host-time probes ran amid (validation.traffic)
+        out["context"] = (self.context.name, tr.target_bytes, tr.drafter_bytes) if tr is not None else None
+        # a family-shaped layer's host time beyond what the cost model charges for its products,
+        # at one row back to back, as the layer probes' calls meet them
+        adjacent = {kib: [[1, round(flops / (t[("adjacent", kib, m)] * peak), 4)]]
+                    for (kib, m), (_, flops) in self.warm.items() if m == 1}
         products = layer_products_time(out.get("gemm_rows", {}), peak, out["stream_bw"], DEEP,
-                                       out.get("gemm_rows_warm"), self.cache_bytes)
+                                       adjacent or None, self.cache_bytes)
         out["layer_s"] = layer_time(t, DEEP, products) if "layer1" in t else per_layer
         out["kv_sizes"] = kv_size_curve(t, out["stream_bw"]) if self.serial else []
         out["kv_sizes_warm"] = kv_size_curve(t, out["stream_bw"], "kvw") if self.serial and self.cache_bytes else []
@@ -394,9 +460,10 @@ class Calibration:
         return out
 
 
-def measure(size_mb: int = 512, gemm_n: int = 1024, repeats: int = 7, device: str = "cpu") -> dict:
-    """Every probe's figure over `repeats` rounds (Calibration)."""
-    cal = Calibration(size_mb, gemm_n, device)
+def measure(size_mb: int = 512, gemm_n: int = 1024, repeats: int = 7, device: str = "cpu",
+            context: ModelSpec | None = None) -> dict:
+    """Every probe's figure over `repeats` rounds (Calibration, amid `context`'s memory traffic)."""
+    cal = Calibration(size_mb, gemm_n, device, context)
     for _ in range(max(1, repeats)):
         cal.round()
     return cal.figures()
@@ -426,6 +493,7 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # per logit element, {m['draft_cand_s'] * 1e6:.2f} us per candidate of a dynamic tree;
 # speed over {SPEED_BLOCK_S * 1e3:.0f} ms blocks: quantiles of the rate over its window's mean below, spells of
 # {m['speed_spell_s'] * 1e3:.0f} ms; the windows' mean rates drift in spells of {m['speed_drift_s']:.1f} s.
+# {_context_note(m.get('context'))}
 description: {name} (measured)
 tflops: {{fp32: {fp32:.5f}, bf16: {bf16:.5f}}}
 memory_tb_s: {peak_bw / 1e12:.6f}
@@ -469,8 +537,18 @@ draft_seq_us: {m['draft_seq_s'] * 1e6:.1f}
 draft_pass_seq_us: {m['draft_pass_seq_s'] * 1e6:.1f}
 draft_node_us: {m['draft_node_s'] * 1e6:.2f}
 """ + _gemm_rows_yaml("gemm_rows", m.get("gemm_rows"), "weights read from memory") \
-        + _gemm_rows_yaml("gemm_rows_warm", m.get("gemm_rows_warm"), "weights in the last-level cache") \
+        + _gemm_rows_yaml("gemm_rows_warm", m.get("gemm_rows_warm"),
+                          f"weights in the last-level cache, passes {WARM_GAP_S * 1e3:g} ms apart") \
         + (f"cache_mb: {m['cache_bytes'] / 2**20:g}  # the last-level cache\n" if m.get("cache_bytes") else "")
+
+
+def _context_note(context) -> str:
+    """The profile's line on the memory traffic its host-time probes ran amid (validation.traffic)."""
+    if not context:
+        return "host-time probes on their tiny models alone (no model's memory traffic around them)"
+    name, target, drafter = context
+    return (f"host-time probes amid the memory traffic of model {name}: {target / 2**20:.1f} MiB read after a "
+            f"target pass, {drafter / 2**20:.1f} MiB after a drafter pass")
 
 
 def _gemm_rows_yaml(key: str, table: dict | None, what: str) -> str:
@@ -491,6 +569,19 @@ def write_profile(m: dict, size_mb: int) -> str:
     return profile_yaml(m, name, mem, note)
 
 
+DEFAULT_CONTEXT = "tiny"
+
+
+def context_model(name: str) -> ModelSpec | None:
+    """The model `--context` names (a preset or a YAML path; "none": None). A bad name is a
+    SpecError (the CLI prints it and exits with 2)."""
+    if name.lower() == "none":
+        return None
+    from sim.models import model_from_node
+    from sim.specio import Node
+    return model_from_node(Node(name, "command line", "--context"), ROOT)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m validation.calibrate", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="profile path (default traces/hardware/<device>-measured.yaml)")
@@ -498,12 +589,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gemm", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=7, help="rounds of every probe (the mean kept)")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--context", default=DEFAULT_CONTEXT,
+                    help="the model (preset name or path) whose passes' memory traffic the host-time probes run amid, "
+                         f"on a CPU (default {DEFAULT_CONTEXT}, the trained family the CPU traces run; none: no traffic)")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     retain_freed_memory()  # as `python -m engine` runs (engine/host_memory.py)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    m = measure(args.size_mb, args.gemm, args.repeats, device)
+    try:
+        context = context_model(args.context)
+    except SpecError as exc:
+        return fail(exc)
+    m = measure(args.size_mb, args.gemm, args.repeats, device, context)
     out = args.out or ROOT / "traces" / "hardware" / f"{'gpu' if device == 'cuda' else 'cpu'}-measured.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(write_profile(m, args.size_mb))

@@ -7,7 +7,8 @@
    their requests), and every run's throughput is kept in the comparison ("engine_throughputs"),
    with the relative standard error of the pooled throughput they give ("engine_spread", printed
    as `engine ±`: an error within about twice it is within the engine's own run-to-run noise).
-   With `--calibrate`, validation.calibrate's probes run a few at a time
+   With `--calibrate`, validation.calibrate's probes (their host work amid the memory traffic
+   of the model the engine runs: validation.traffic) run a few at a time
    before each scheme's run (CALIBRATION_CYCLES cycles of them per engine run of the trace, the
    last cycle completed at the end), and the simulator is priced with the profile they measure
    (DIR/measured-hardware.yaml): on a host whose speed swings by up to 1.8x in spells of about
@@ -305,6 +306,7 @@ def group_percentiles(pooled: dict, groups: list[dict]) -> dict:
 
 def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress: bool = False,
             repeats: int = 1, calibrate: bool = False, warmup: int = 1, draws: int | None = None) -> dict:
+    from engine.checkpoint import resolve
     from engine.cli import run_trace as engine_run
     from sim.cli import run_trace as sim_run
     from sim.spec import load_trace
@@ -313,7 +315,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     from validation.timing import settled_reference
 
     trace = load_trace(trace_path)
-    cal = Calibration() if calibrate else None
+    # the probes' host work amid the memory traffic of the model the engine runs (validation.traffic)
+    cal = Calibration(context=resolve(trace).spec) if calibrate else None
     # CALIBRATION_CYCLES of the probes per engine run of the trace, before its schemes' runs
     probe_speeds: list[tuple[float, float]] = []  # (seconds, host speed) of each call of the probes
     ticks = timed_ticks(cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES),

@@ -239,12 +239,12 @@ def layer_time(t: dict, deep: int, products_s: float) -> float:
     return max(0.0, extra_per_unit(t["layer1"], t[f"layer{deep}"], deep - 1) - products_s)
 
 
-def engine_step(batch: int, device: str, scheme: str = "none") -> float:
+def engine_step(batch: int, device: str, scheme: str = "none", traffic=None) -> float:
     """Mean decode-step duration of the engine (its own clock) on a 1-layer tiny random model,
     `batch` sequences decoding 48 tokens each after a 16-token prompt, with `scheme` (mtp: one
-    module drafting one token per step)."""
+    module drafting one token per step), amid `traffic` (validation.traffic.Traffic) if given."""
     entry = {"scheme": scheme} | ({"depth": 1} if scheme == "mtp" else {})
-    return float(statistics.mean(_decode_steps(batch, device, entry, 48)["duration"]))
+    return float(statistics.mean(_decode_steps(batch, device, entry, 48, traffic)["duration"]))
 
 
 DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS = (1, 5), (1, 16)
@@ -254,19 +254,20 @@ DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS = (1, 5), (1, 16)
 DRAFT_NODE_PROBS, DRAFT_NODE_NODES = [[0.7, 0.2]] * DRAFT_PASS_DEPTHS[1], 16
 
 
-def draft_pass_probe(device: str) -> dict:
+def draft_pass_probe(device: str, traffic=None) -> dict:
     """The engine's EAGLE drafter (a random head on engine_step's model) drafting chains of
     DRAFT_PASS_DEPTHS' depths (1 pass a step, and 5: the root pass and 4 more) for
     DRAFT_PASS_SEQS' sequences: {"dpass{depth}b{seqs}": mean drafting time of a decode step (the
     engine times its planner's call)}; and the greedy static tree of DRAFT_NODE_NODES nodes for
     DRAFT_NODE_PROBS, as deep as the deep chain, for the most sequences: "dnode"
     (draft_node_time). Random drafts are rejected, so every step drafts the whole chain or tree
-    (draft_pass_time)."""
-    out = {f"dpass{d}b{b}": float(statistics.mean(_decode_steps(b, device, {"scheme": "eagle", "depth": d}, 24)["draft_time"]))
+    (draft_pass_time). Amid `traffic` (validation.traffic.Traffic) if given."""
+    out = {f"dpass{d}b{b}": float(statistics.mean(
+        _decode_steps(b, device, {"scheme": "eagle", "depth": d}, 24, traffic)["draft_time"]))
            for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
     tree = {"scheme": "eagle", "depth": DRAFT_PASS_DEPTHS[1], "tree": DRAFT_NODE_NODES,
             "acceptance": {"rank_depth": DRAFT_NODE_PROBS}}
-    out["dnode"] = float(statistics.mean(_decode_steps(DRAFT_PASS_SEQS[1], device, tree, 24)["draft_time"]))
+    out["dnode"] = float(statistics.mean(_decode_steps(DRAFT_PASS_SEQS[1], device, tree, 24, traffic)["draft_time"]))
     return out
 
 
@@ -301,10 +302,11 @@ def draft_node_time(t: dict) -> float:
     return max(0.0, (t["dnode"] - t[f"dpass{DRAFT_PASS_DEPTHS[1]}b{b}"]) / (b * draft_node_rows()))
 
 
-def _decode_steps(batch: int, device: str, entry: dict, tokens: int) -> dict:
+def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=None) -> dict:
     """The step columns (numpy arrays) of the decode steps with every sequence in them, of the
     engine on a 1-layer tiny random model (hidden 64), `batch` sequences decoding `tokens` tokens
-    each after a 16-token prompt with the speculation `entry`."""
+    each after a 16-token prompt with the speculation `entry`; with `traffic`, every target and
+    drafter pass followed by its read and the engine timed on its clock (the reads left out)."""
     import tempfile
 
     import yaml
@@ -328,8 +330,14 @@ def _decode_steps(batch: int, device: str, entry: dict, tokens: int) -> dict:
         trace = load_trace(path)
     source = resolve(trace)
     model = source.build()
+    drafters = source.drafters(model) if entry["scheme"] != "none" else None
+    clock = time.perf_counter
+    if traffic is not None:
+        traffic.wrap(model)
+        traffic.wrap_drafters(drafters)
+        clock = traffic.clock
     res = run_scheme(trace, trace.speculation[0], make_requests(trace.workload, trace.seed), model,
-                     drafters=source.drafters(model) if entry["scheme"] != "none" else None)
+                     drafters=drafters, clock=clock)
     cols = res.result.steps.columns()
     keep = (cols["batch_size"] == batch) & (cols["prefill_tokens"] == 0)
     return {k: v[keep] for k, v in cols.items()}

@@ -198,12 +198,14 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
         progress=print, rounds: int = 6, size_mb: int = 512, sample_s: float = SAMPLE_S) -> dict:
     from engine.model import Model
     from sim.hardware import hardware_from_node
-    from validation.calibrate import Calibration, write_profile
+    from validation.calibrate import DEFAULT_CONTEXT, Calibration, context_model, write_profile
     from validation.timing import mean_time
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     width = 4.0 if device == "cpu" else 2.0
-    cal = None if hardware else Calibration(size_mb, device=device)
+    # on a CPU the probes' host work amid the family's memory traffic (validation.traffic): its
+    # forwards are the grid's most host-bound
+    cal = None if hardware else Calibration(size_mb, device=device, context=context_model(DEFAULT_CONTEXT))
     out.mkdir(parents=True, exist_ok=True)
     models, points = [], []
     for name, changes in MODELS["cpu" if device == "cpu" else "gpu"]:

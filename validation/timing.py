@@ -61,7 +61,17 @@ def mean_time(fn, device: str, calls: int, warm: bool = True, min_s: float = 0.0
     return (time.perf_counter() - t0) / n
 
 
-def steady_time(fn, device: str, tol: float = 0.03, least: int = 6, most: int = 12) -> float:
+def host_gap(seconds: float):
+    """A call that keeps the host busy with interpreter work (host_reference) for `seconds`,
+    touching next to no memory: the time a model's weights wait between two of its steps."""
+    def gap():
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            host_reference(200)
+    return gap
+
+
+def steady_time(fn, device: str, tol: float = 0.03, least: int = 6, most: int = 12, between=None) -> float:
     """Seconds of one call of fn once repeating it stops making it faster: at least `least`
     calls, then until one is no more than `tol` faster than the one before (`most` at most), the
     mean of the last two. A pool of weights that fits the last-level cache takes five to eight
@@ -69,10 +79,13 @@ def steady_time(fn, device: str, tol: float = 0.03, least: int = 6, most: int = 
     the times fall: after a write over 1.5x that cache, 64 MiB of 768 KiB matrices read 67, 66,
     55, 42, 35, 34 us a matrix per pass (1 row), and 16 MiB ones 1.2, 1.2, 0.98, 0.75, 0.69,
     0.66 ms; at 4 rows, where the products' compute dominates, the first pass already reads
-    within 2% of the third."""
+    within 2% of the third. `between`: a call before each pass, untimed (host_gap: the steady
+    state of weights that wait a step between their uses)."""
     sync = device_sync(device)
     times: list[float] = []
     while len(times) < max(2, least, most):
+        if between is not None:
+            between()
         sync()
         t0 = time.perf_counter()
         fn()
@@ -83,18 +96,23 @@ def steady_time(fn, device: str, tol: float = 0.03, least: int = 6, most: int = 
     return (times[-1] + times[-2]) / 2
 
 
-def interleaved_times(fns: dict, device: str, calls: int) -> dict:
+def interleaved_times(fns: dict, device: str, calls: int, between=None) -> dict:
     """{name: mean seconds per call} of `calls` calls of each of `fns`, the calls interleaved one
     by one (fn a, fn b, fn a, ...): a calibration figure that is a difference of two probes (per
     layer: 6 layers against 1) would otherwise take them seconds apart, and this host's speed
     changes within seconds (per-layer figures read 60 to 110 us between calibrations). One
-    untimed round first: the first call after a probe that swept the caches reads slower."""
+    untimed round first: the first call after a probe that swept the caches reads slower.
+    `between`: a call before each timed one, untimed (validation.traffic.Traffic.read: the memory
+    traffic of a pass before the host work that follows it in the engine), or {name: call}."""
     sync = device_sync(device)
     for fn in fns.values():
         fn()
     total = dict.fromkeys(fns, 0.0)
     for _ in range(max(1, calls)):
         for name, fn in fns.items():
+            before = between.get(name) if isinstance(between, dict) else between
+            if before is not None:
+                before()
             sync()
             t0 = time.perf_counter()
             fn()
