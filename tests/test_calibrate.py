@@ -7,7 +7,8 @@ import pytest
 from sim.cost import KERNELS_PER_LAYER
 from sim.hardware import hardware_from_node
 from sim.specio import Node
-from validation.calibrate import main, measure, profile_yaml
+from validation.calibrate import main, measure
+from validation.profile import profile_yaml
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -429,7 +430,8 @@ def test_probes_run_amid_their_context_and_the_profile_says_so():
     """With a context model the host-time probes' passes are followed by its traffic (the engine
     steps' and drafter passes' models wrapped, the paired forwards read between calls), its reads
     kept off their times, and the profile's header names it; without one, nothing is read."""
-    from validation.calibrate import Calibration, context_model, write_profile
+    from validation.calibrate import Calibration, context_model
+    from validation.profile import write_profile
     cal = Calibration(size_mb=8, gemm_n=64, context=context_model("tiny"))
     for k in ("forwards", "engine", "draft_passes", "verify_host"):
         cal.probes[k]()
@@ -437,6 +439,9 @@ def test_probes_run_amid_their_context_and_the_profile_says_so():
     cal.complete()
     text = write_profile(cal.figures(), cal.size_mb)
     assert "amid the memory traffic of model tiny: 16.0 MiB read after a target pass, 7.0 MiB" in text
+    if cal.cache_bytes:  # the warm curves say how far apart their passes were timed
+        from validation.calibrate import WARM_GAP_S
+        assert f"weights in the last-level cache, passes {WARM_GAP_S * 1e3:g} ms apart" in text
     plain = Calibration(size_mb=8, gemm_n=64)
     assert plain.traffic is None and plain.context is None
 

@@ -310,7 +310,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     from engine.cli import run_trace as engine_run
     from sim.cli import run_trace as sim_run
     from sim.spec import load_trace
-    from validation.calibrate import Calibration, write_profile
+    from validation.calibrate import Calibration
+    from validation.profile import write_profile
 
     from validation.timing import settled_reference
 

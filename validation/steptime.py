@@ -198,7 +198,8 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
         progress=print, rounds: int = 6, size_mb: int = 512, sample_s: float = SAMPLE_S) -> dict:
     from engine.model import Model
     from sim.hardware import hardware_from_node
-    from validation.calibrate import DEFAULT_CONTEXT, Calibration, context_model, write_profile
+    from validation.calibrate import DEFAULT_CONTEXT, Calibration, context_model
+    from validation.profile import write_profile
     from validation.timing import mean_time
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.float32 if device == "cpu" else torch.bfloat16

@@ -1,0 +1,114 @@
+"""The hardware profile that validation.calibrate's figures make: the YAML the simulator reads
+(sim.hardware), with a header that says what was measured and how."""
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from sim.cost import KERNELS_PER_LAYER
+from validation.host_probes import SPEED_BLOCK_S
+from validation.probes import KV_MIDDLE
+
+
+def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
+    """The profile YAML of figures `m` (Calibration.figures) for a device called `name` with
+    `memory_gb` of memory, its header noting how it was measured (`note`)."""
+    fp32 = m["flops_fp32"] / 1e12
+    peak_bw = max(m["copy_bw"], m["stream_bw"])
+    bf16 = m.get("flops_bf16", m["flops_fp32"]) / 1e12
+    return f"""# Measured by `python -m validation.calibrate` ({note}, {m['rounds']} rounds).
+# copy bandwidth {m['copy_bw'] / 1e9:.2f} GB/s (2 x size / time); weight streaming {m['stream_bw'] / 1e9:.2f} GB/s;
+# fp32 GEMM {fp32 * 1e3:.1f} GFLOP/s; one-element op {m['launch_s'] * 1e6:.1f} us; engine host time
+# {m['layer_s'] * 1e6:.0f} us per layer of the family's shape ({m['probe_layer_s'] * 1e6:.0f} us a hidden-64 layer), {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence,
+# {m['pass_s'] * 1e6:.0f} us per forward pass beyond its layers ({m['index_check_s'] * 1e6:.0f} us more to check its indices),
+# {m['multi_query_s'] * 1e6:.0f} us more per layer to verify
+# ({m['batch_query_s'] * 1e6:.0f} us more where several sequences verify, {m['mixed_query_s'] * 1e6:.0f} us more
+# where others beside them decode),
+# {m['draft_seq_s'] * 1e6:.0f} us per sequence of a step's first drafter pass, {m['draft_pass_seq_s'] * 1e6:.0f} us of each later one,
+# {m['draft_node_s'] * 1e6:.1f} us per further node a tree level expands;
+# allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
+# paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s{f" ({m['kv_sizes'][-1][1] * m['stream_bw'] / 1e9:.2f} GB/s over {m['kv_sizes'][-1][0]:.0f} MiB)" if m.get('kv_sizes') else ''}{f", {m['kv_sizes_warm'][KV_MIDDLE][1] * m['stream_bw'] / 1e9:.2f} GB/s from the last-level cache" if m.get('kv_sizes_warm') else ''}; verify attention products at
+# {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}, {m['fused_query_s'] * 1e6:.2f} us per query head
+# verifying drafts and {m['fused_key_s'] * 1e9:.1f} ns per key and query head; elementwise passes
+# {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element,
+# {m['verify_call_s'] * 1e6:.0f} us per call ({m['tree_call_s'] * 1e6:.0f} us more for a tree, {m['tree_node_s'] * 1e6:.2f} us per
+# tree node), {m['pack_node_s'] * 1e6:.2f} us per drafted node packed; a drafter's selection {m['draft_logit_s'] * 1e9:.2f} ns
+# per logit element, {m['draft_cand_s'] * 1e6:.2f} us per candidate of a dynamic tree;
+# speed over {SPEED_BLOCK_S * 1e3:.0f} ms blocks: quantiles of the rate over its window's mean below, spells of
+# {m['speed_spell_s'] * 1e3:.0f} ms; the windows' mean rates drift in spells of {m['speed_drift_s']:.1f} s.
+# {_context_note(m.get('context'))}
+description: {name} (measured)
+tflops: {{fp32: {fp32:.5f}, bf16: {bf16:.5f}}}
+memory_tb_s: {peak_bw / 1e12:.6f}
+memory_gb: {memory_gb:.0f}
+interconnect_gb_s: 10
+devices_per_node: 1
+eta_compute: 1.0
+eta_memory: {m['stream_bw'] / peak_bw:.4f}
+launch_us: {m['layer_s'] / KERNELS_PER_LAYER * 1e6:.2f}
+step_overhead_us: {m['step_s'] * 1e6:.1f}
+seq_overhead_us: {m['seq_s'] * 1e6:.2f}
+alloc_op_us: {m['alloc_op_s'] * 1e6:.3f}
+allreduce_latency_us: 0
+gemm_half_rows: {m['gemm_half_rows']:.2f}
+eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
+{('kv_sizes: ' + str(m['kv_sizes'])) if m.get('kv_sizes') else '# kv_sizes: none measured (eta_kv at every size)'}
+{('kv_sizes_warm: ' + str(m['kv_sizes_warm'])) if m.get('kv_sizes_warm') else '# kv_sizes_warm: none measured'}
+eta_attn: {m['eta_attn']:.4f}
+fused_query_us: {m['fused_query_s'] * 1e6:.3f}
+fused_key_ns: {m['fused_key_s'] * 1e9:.3f}
+elementwise_ns: {m['elementwise_s'] * 1e9:.4f}
+{('elementwise_sizes: ' + str(m['elementwise_sizes'])) if m.get('elementwise_sizes') else '# elementwise_sizes: none measured (elementwise_ns at every size)'}
+logit_ns: {m['logit_s'] * 1e9:.4f}
+verify_call_us: {m['verify_call_s'] * 1e6:.1f}
+tree_call_us: {m['tree_call_s'] * 1e6:.1f}
+tree_node_us: {m['tree_node_s'] * 1e6:.3f}
+pack_node_us: {m['pack_node_s'] * 1e6:.3f}
+draft_logit_ns: {m['draft_logit_s'] * 1e9:.4f}
+draft_cand_us: {m['draft_cand_s'] * 1e6:.3f}
+speed_spell_ms: {m['speed_spell_s'] * 1e3:.1f}
+{('speed_rates: ' + str(list(m['speed_rates']))) if m['speed_rates'] else '# speed_rates: none measured (a constant speed)'}
+speed_drift_ms: {m['speed_drift_s'] * 1e3:.1f}
+{('speed_drift_rates: ' + str(list(m['speed_drift_rates']))) if m['speed_drift_rates'] else '# speed_drift_rates: none measured'}
+attn_dense: {'true' if m['attn_dense'] else 'false'}
+pass_overhead_us: {m['pass_s'] * 1e6:.1f}
+index_check_us: {m['index_check_s'] * 1e6:.1f}
+multi_query_us: {m['multi_query_s'] * 1e6:.1f}
+batch_query_us: {m['batch_query_s'] * 1e6:.1f}
+mixed_query_us: {m['mixed_query_s'] * 1e6:.1f}
+draft_seq_us: {m['draft_seq_s'] * 1e6:.1f}
+draft_pass_seq_us: {m['draft_pass_seq_s'] * 1e6:.1f}
+draft_node_us: {m['draft_node_s'] * 1e6:.2f}
+""" + _gemm_rows_yaml("gemm_rows", m.get("gemm_rows"), "weights read from memory") \
+        + _gemm_rows_yaml("gemm_rows_warm", m.get("gemm_rows_warm"),
+                          f"weights in the last-level cache, passes {m.get('warm_gap_s', 0) * 1e3:g} ms apart") \
+        + (f"cache_mb: {m['cache_bytes'] / 2**20:g}  # the last-level cache\n" if m.get("cache_bytes") else "")
+
+
+def _context_note(context) -> str:
+    """The profile's line on the memory traffic its host-time probes ran amid (validation.traffic)."""
+    if not context:
+        return "host-time probes on their tiny models alone (no model's memory traffic around them)"
+    name, target, drafter = context
+    return (f"host-time probes amid the memory traffic of model {name}: {target / 2**20:.1f} MiB read after a "
+            f"target pass, {drafter / 2**20:.1f} MiB after a drafter pass")
+
+
+def _gemm_rows_yaml(key: str, table: dict | None, what: str) -> str:
+    if not table:
+        return ""
+    lines = [f"# matmul rate over M rows, fraction of the fp32 GEMM peak, per weight-matrix size in KiB ({what}):"]
+    lines += [f"{key}:"] + [f"  {kib}: {curve}" for kib, curve in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_profile(m: dict, size_mb: int) -> str:
+    """The profile YAML of figures `m` measured on this machine with `size_mb` MB probes."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    name = torch.cuda.get_device_name() if device == "cuda" else f"{os.cpu_count()}-core CPU"
+    mem = (torch.cuda.get_device_properties(0).total_memory if device == "cuda"
+           else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) / 1e9
+    note = f"{time.strftime('%Y-%m-%d')}, {torch.get_num_threads()} threads, {size_mb} MB probes"
+    return profile_yaml(m, name, mem, note)
