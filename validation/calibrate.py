@@ -228,8 +228,8 @@ class Calibration:
         self.size_mb, self.gemm_n = size_mb, gemm_n
         self.context = context if device == "cpu" else None
         traffic = self.traffic = Traffic.of(self.context, device)
-        after_pass = traffic.read if traffic is not None else None  # a target pass's traffic
-        after_drafter = (lambda: traffic.read(traffic.drafter_bytes)) if traffic is not None else None
+        after_pass = traffic.after_pass() if traffic is not None else None  # a target pass's traffic
+        after_drafter = traffic.after_pass(drafter=True) if traffic is not None else None
         n = size_mb * 2**20 // 4
         src = torch.ones(n, device=device)
         dst = torch.empty_like(src)
@@ -279,8 +279,8 @@ class Calibration:
         forwards["unchecked1"] = forward_probe(1, device, check=False)
         # the same call amid a drafter pass's traffic: a drafter pass's fixed host time (pass_s)
         forwards["drafter1"] = forward_probe(1, device, check=False)
-        probes["forwards"] = paired(forwards, 10, traffic and {
-            name: after_drafter if name == "drafter1" else after_pass for name in forwards})
+        probes["forwards"] = paired(forwards, 10,
+                                    {name: after_drafter if name == "drafter1" else after_pass for name in forwards})
         if device == "cpu":  # real-sized layers and their products, interleaved apart from the hidden-64
             # forwards (a small forward right after their 18 MB of products read 0.2 ms slower)
             probes["layers"] = paired(layer_probes(1, device) | layer_probes(DEEP, device), 10)

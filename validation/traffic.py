@@ -63,18 +63,22 @@ class Traffic:
         self.buf[:n].sum()
         self.swept += time.perf_counter() - t0
 
+    def after_pass(self, drafter: bool = False):
+        """The read that follows a target pass (a drafter pass's with `drafter`), as a call."""
+        nbytes = self.drafter_bytes if drafter else self.target_bytes
+        return lambda: self.read(nbytes)
+
     def clock(self) -> float:
         """time.perf_counter less the reads so far: a duration on it is the probe's work alone."""
         return time.perf_counter() - self.swept
 
     def wrap(self, model, drafter: bool = False):
         """Make `model`'s forward (an engine Model) read a pass's bytes after each call; returns it."""
-        inner = model.forward
-        nbytes = self.drafter_bytes if drafter else self.target_bytes
+        inner, read = model.forward, self.after_pass(drafter)
 
         def forward(*args, **kwargs):
             out = inner(*args, **kwargs)
-            self.read(nbytes)
+            read()
             return out
         model.forward = forward
         return model
