@@ -306,7 +306,7 @@ class EngineRun:
         allocs, frees = ops
         tokens, pairs, kv_read, lm, prefill = batch.aggregates()
         c = self.cost(Work(tokens=tokens, seqs=batch.size, pairs=pairs, kv_read=kv_read, lm_tokens=lm,
-                           mixed=batch.mixed(), **batch.verify_work()))
+                           mixed=batch.mixed(), **batch.multi_work()))
         self.log.append(1, self.now, dt, batch.size, tokens, sum(batch.context), c.flops, c.bytes,
                         bound_of(c.compute_time, c.memory_time), batch.accepted, allocs, frees, prefill,
                         self.timed.last if self.timed is not None else 0.0)

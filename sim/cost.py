@@ -2,8 +2,9 @@
 plus its launches (attention computes at η_attn of the compute rate; on a profile with
 `attn_dense`, the CPU reference, it costs the sum of the two roofs, since it gathers the paged
 keys first and then computes, and its products cover each sequence's queries x gathered keys;
-where it measured `fused_query_us` and `fused_key_ns`, each query token of a sequence verifying
-drafts, and each key such a sequence attends to, add theirs per query head; where a profile measured `elementwise_ns`, a layer's unfused
+where it measured `fused_query_us` and `fused_key_ns`, each query token of a sequence with several
+(verifying drafts, or a prefill chunk) and each key such a sequence attends to add theirs per
+query head; where a profile measured `elementwise_ns`, a layer's unfused
 elementwise passes add their time per activation element, and where it measured `logit_ns`,
 the sampling or verification after a pass its time per logit element, LM-head rows x vocab;
 where the warm matmul curves price a model whose weights fit the last-level cache, its memory
@@ -39,11 +40,12 @@ class Work(NamedTuple):
     kv_read: object  # KV tokens read: Σ over sequences of prior context + new tokens
     lm_tokens: object  # positions whose logits are computed
     mixed: object = 0  # 1 where some sequences have one query token and others several (else 0)
-    # query tokens of the sequences that verify drafts: Σ over them of query tokens + drafted
-    # nodes (hardware.fused_query_s); and the keys they attend to: Σ of context + query tokens +
-    # drafted nodes (hardware.fused_key_s)
-    verify_tokens: object = 0
-    verify_kv: object = 0
+    # the sequences with several query tokens (verifying drafts, or prefill chunks): Σ over them
+    # of query tokens + drafted nodes (hardware.fused_query_s); and of the keys they attend to,
+    # context + query tokens + drafted nodes (hardware.fused_key_s). Before 0.23.0 verify_tokens
+    # and verify_kv, over the sequences verifying drafts only
+    multi_tokens: object = 0
+    multi_kv: object = 0
 
 
 class Cost(NamedTuple):
@@ -128,8 +130,8 @@ class ForwardCost:
         self.kv_tok = m.kv_elems_per_token_layer * m.bytes_per_kv / tp
         self.attn_flops_per_pair = m.attn_flops_per_pair / tp
         self.attn_act_per_tok = 2 * m.heads * m.head_dim * ACT_BYTES / tp
-        self.fused_query = hw.fused_query_s * m.heads / tp  # per verifying query token, all its heads
-        self.fused_key = hw.fused_key_s * m.heads / tp  # per key a verifying sequence attends to
+        self.fused_query = hw.fused_query_s * m.heads / tp  # per query token of a sequence with several, all its heads
+        self.fused_key = hw.fused_key_s * m.heads / tp  # per key such a sequence attends to
         self.launch = n * KERNELS_PER_LAYER * hw.launch_s
         dense_el, moe_el = elementwise_elems(m)
         self.elementwise = (self.dense * dense_el + self.moe * moe_el) / tp * hw.elementwise_s  # per token
@@ -178,8 +180,8 @@ class ForwardCost:
         c_attn, m_attn = run / self.attn_fc, self.kv_time(b_kv) + self.attn_act_per_tok * tokens / self.bw
         if self.multi_query or self.batch_query or self.mixed_query:
             t = t + self.query_host(w.tokens, w.seqs, w.mixed)
-        if self.fused_query or self.fused_key:  # per verifying query token and key, beside the roofs
-            t = t + n * (self.fused_query * w.verify_tokens + self.fused_key * w.verify_kv)
+        if self.fused_query or self.fused_key:  # beside the roofs, for sequences with several query tokens
+            t = t + n * (self.fused_query * w.multi_tokens + self.fused_key * w.multi_kv)
         return Cost(time=t + n * self.attention(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
 

@@ -94,10 +94,12 @@ class HardwareSpec:
     # included): its time is the sum of the two roofs, not their max, and its products cover
     # queries x gathered keys (a prefill chunk's causal half too), not only the visible pairs
     attn_dense: bool = False
-    # time per query token per query head that attention spends on a sequence verifying drafts
-    # beyond its products and gather: the CPU reference scatters each such query's rows, mask row
-    # and output in its padded fused call and walks its ancestor bits (validation/probes.py
-    # `attention_figures`); added beside the roofs; 0 where it hides under them (the GPU presets)
+    # time per query token per query head that attention spends on a sequence with several query
+    # tokens (verifying drafts, or a prefill chunk) beyond its products and gather: the CPU
+    # reference scatters each such query's rows, mask row and output in its padded fused call and
+    # walks its ancestor bits, or builds its mask row in a call of the sequence's own
+    # (validation/probes.py `attention_figures`); added beside the roofs; 0 where it hides under
+    # them (the GPU presets). Before 0.23.0 charged for verifying sequences only
     fused_query_s: float = 0.0
     # and per key such a sequence attends to, per query head, beyond what the KV gather rate
     # (eta_kv, measured on decoding sequences) charges for it: the padded call's transposed copies

@@ -103,15 +103,17 @@ class Batch:
                 prefill += q
         return tokens, pairs, kv_read, lm, prefill
 
-    def verify_work(self) -> dict:
-        """Work.verify_tokens and Work.verify_kv: Σ over the sequences that verify drafts of their
-        query tokens + drafted nodes, and of those plus their context."""
+    def multi_work(self) -> dict:
+        """Work.multi_tokens and multi_kv: Σ over the sequences with several query tokens
+        (verifying drafts, or a prefill chunk) of their query tokens + drafted nodes, and of
+        those plus their context."""
         tokens = keys = 0
         for q, tree, ctx in zip(self.query, self.trees, self.context):
-            if tree:
-                tokens += q + len(tree)
-                keys += ctx + q + len(tree)
-        return {"verify_tokens": tokens, "verify_kv": keys}
+            n = q + len(tree)
+            if n > 1:
+                tokens += n
+                keys += ctx + n
+        return {"multi_tokens": tokens, "multi_kv": keys}
 
     def shapes(self) -> list[tuple]:
         """The draft shapes (parents; () for none) of the sequences that sample this step."""

@@ -240,7 +240,7 @@ class Replica:
             frees[0] = frees0
         else:
             work = Work(tokens=tokens, seqs=B, pairs=pairs, kv_read=kv_read, lm_tokens=lm, mixed=batch.mixed(),
-                        **batch.verify_work())
+                        **batch.multi_work())
             allocs, frees = allocs0, frees0
         main = self.target_cost(work)
         draft = self.spec.draft_cost(batch) if self.spec is not None else ZERO_COST

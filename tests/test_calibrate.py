@@ -101,7 +101,7 @@ def test_ticks_run_the_cycle_a_few_probes_at_a_time():
     boot = cal.bootstrap(3)  # the figures of resampled calls: the same fields, their own values
     assert len(boot) == 3 and all(set(m) == set(cal.figures()) for m in boot)
     # paired probes give every figure of the pair from one call
-    assert {"forward1", "forward6", "verifies6", "engine16", "mtp1", "logits1024", "attn64c1024", "layer6", "dpass5b16",
+    assert {"forward1", "forward6", "verifies6", "engine16", "mtp1", "logits1024", "attn16x64c1024v", "attn4x128c0p", "layer6", "dpass5b16",
             "unchecked1", "drafter1"} <= set(cal.samples)
 
 
@@ -150,25 +150,41 @@ def test_steady_time_waits_until_repeating_stops_making_a_call_faster(monkeypatc
 def test_attention_figures_recover_the_rate_and_costs_they_were_built_from():
     """Probe times built from a known products rate over each sequence's queries x gathered keys,
     a cost per query head, a cost per key (its reading at the gather rate and more per query
-    head) and a fixed cost per call give the rate and the two costs back."""
-    from validation.probes import (ATTN_CONTEXTS, ATTN_FEW, ATTN_HEADS, ATTN_MANY, ATTN_SEQS, KV_DIM, KV_HEADS,
-                                   attention_figures)
+    head) and a fixed cost per call give the rate and the two costs back; a part that would
+    read negative reads 0, and a rate above the peak is held at it."""
+    from validation.probes import ATTN_CALLS, ATTN_HEADS, KV_DIM, KV_HEADS, attention_figures, attention_key
     peak, gather, eta, per_query, per_key = 100e9, 2e9, 0.3, 1.5e-6, 20e-9
     read = 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather
 
-    def times(query_s, key_s):
-        def t(n, ctx):
-            keys = ATTN_SEQS * (ctx + n)
-            return 1e-3 + keys * (read + ATTN_HEADS * key_s) \
-                + 4 * ATTN_HEADS * KV_DIM * ATTN_SEQS * n * (ctx + n) / (eta * peak) \
-                + ATTN_SEQS * n * ATTN_HEADS * query_s
-        return {f"attn{n}c{c}": t(n, c) for n in (ATTN_FEW, ATTN_MANY) for c in ATTN_CONTEXTS}
+    def times(query_s, key_s, rate=eta, fixed=1e-3):
+        def t(s, n, ctx):
+            keys = s * (ctx + n)
+            return fixed + keys * (read + ATTN_HEADS * key_s) \
+                + 4 * ATTN_HEADS * KV_DIM * s * n * (ctx + n) / (rate * peak) + s * n * ATTN_HEADS * query_s
+        return {attention_key(*a): t(*a[:3]) for a in ATTN_CALLS}
 
-    assert attention_figures(times(per_query, per_key), gather, peak) == pytest.approx((eta, per_query, per_key))
-    assert attention_figures(times(0.0, 0.0), gather, peak) == pytest.approx((eta, 0.0, 0.0), abs=1e-15)
+    assert attention_figures(times(per_query, per_key), gather, peak) == pytest.approx((eta, per_query, per_key), rel=1e-6)
+    assert attention_figures(times(0.0, 0.0), gather, peak) == pytest.approx((eta, 0.0, 0.0), abs=1e-12)
+    # products faster than the peak: the rate held at 1, the other parts fitted beside it
+    got = attention_figures(times(per_query, per_key, rate=2.0), gather, peak)
+    assert got[0] == 1.0 and all(x >= 0 for x in got)
     # the extra time no more than the extra reads: products are not what limits it
     flat = {k: 1e-3 for k in times(0.0, 0.0)}
     assert attention_figures(flat, gather, peak)[0] == 1.0
+
+
+def test_fit_parts_keeps_parts_non_negative():
+    """fit_parts: an exact system comes back exactly; a part the data would make negative is
+    held at 0 (the fixed first part may take any sign); held parts stay as given."""
+    import numpy as np
+    from validation.probes import fit_parts
+    rows = np.array([[1, 1, 0], [1, 2, 1], [1, 3, 4], [1, 5, 2]], dtype=float)
+    x = np.array([-0.5, 2.0, 3.0])
+    assert fit_parts(rows, rows @ x) == pytest.approx(x)
+    y = rows @ np.array([1.0, 2.0, 0.0]) - rows[:, 2] * 0.3  # the third part negative
+    got = fit_parts(rows, y)
+    assert got[2] == 0.0 and got[1] > 0
+    assert fit_parts(rows, rows @ x, fixed={2: 3.0}) == pytest.approx(x)
 
 
 def test_gather_curve_takes_rates_between_sizes():

@@ -447,29 +447,28 @@ def test_batch_query_host_time_only_when_several_sequences_may_verify():
         assert d == pytest.approx(m.layers * 150e-6 if charged else 0.0, abs=1e-12)
 
 
-def test_verifying_sequences_pay_fused_query_and_key_per_head_and_layer(tmp_path):
-    """fused_query_us prices each query token of the sequences that verify drafts
-    (Work.verify_tokens), fused_key_ns each key they attend to (Work.verify_kv), per query head
-    and layer; decodes and prefill chunks (none) pay nothing; the fields load and round-trip,
-    and every preset leaves them 0."""
+def test_sequences_with_several_query_tokens_pay_fused_query_and_key(tmp_path):
+    """fused_query_us prices each query token of the sequences with several (verifying drafts, or
+    a prefill chunk: Work.multi_tokens), fused_key_ns each key they attend to (Work.multi_kv), per
+    query head and layer; decodes pay nothing; the fields load and round-trip, and every preset
+    leaves them 0."""
     m = model("tiny")
     base, extra = device("cpu"), device("cpu", fused_query_us=1.5, fused_key_ns=20.0)
-    for w, verifying, keys in ((decode(4, 100), 0, 0),
-                               (Work(tokens=512, seqs=1, pairs=512 * 513 // 2, kv_read=512, lm_tokens=1), 0, 0),
-                               (Work(tokens=12, seqs=4, pairs=1200, kv_read=400, lm_tokens=12, verify_tokens=12,
-                                     verify_kv=412), 12, 412),
-                               (Work(tokens=9, seqs=4, pairs=900, kv_read=400, lm_tokens=9, mixed=1, verify_tokens=6,
-                                     verify_kv=206), 6, 206)):
+    for w, tokens, keys in (
+            (decode(4, 100), 0, 0),
+            (Work(tokens=512, seqs=1, pairs=512 * 513 // 2, kv_read=512, lm_tokens=1, multi_tokens=512,
+                  multi_kv=512), 512, 512),
+            (Work(tokens=12, seqs=4, pairs=1200, kv_read=400, lm_tokens=12, multi_tokens=12, multi_kv=412), 12, 412),
+            (Work(tokens=9, seqs=4, pairs=900, kv_read=400, lm_tokens=9, mixed=1, multi_tokens=6, multi_kv=206), 6, 206)):
         d = ForwardCost(m, extra)(w).time - ForwardCost(m, base)(w).time
-        assert d == pytest.approx(m.layers * m.heads * (verifying * 1.5e-6 + keys * 20e-9), abs=1e-12)
+        assert d == pytest.approx(m.layers * m.heads * (tokens * 1.5e-6 + keys * 20e-9), abs=1e-12)
     h2 = round_trip(extra, tmp_path)
     assert (h2.fused_query_s, h2.fused_key_s) == pytest.approx((1.5e-6, 20e-9))
     assert (device("h100-sxm").fused_query_s, device("h100-sxm").fused_key_s) == (0.0, 0.0)
     from sim.errors import SpecError
-    with pytest.raises(SpecError, match="fused_query_us"):
-        device("cpu", fused_query_us=-1.0)
-    with pytest.raises(SpecError, match="fused_key_ns"):
-        device("cpu", fused_key_ns=-1.0)
+    for key in ("fused_query_us", "fused_key_ns"):
+        with pytest.raises(SpecError, match=key):
+            device("cpu", **{key: -1.0})
 
 
 def test_elementwise_passes_add_per_token_and_layer():

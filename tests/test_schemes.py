@@ -213,11 +213,12 @@ def test_mixed_passes_pay_mixed_query_per_layer(tmp_path):
     assert (several & ~paid & (a["batch_size"] > 1)).any()  # and not where all of them have
 
 
-def test_steps_pay_fused_query_per_verifying_query_token(tmp_path):
-    """fused_query_us per query token of the sequences that verify drafts, per head and layer:
-    a step in which every sequence drafts pays it for all its query tokens, a step in which none
-    does nothing, and prompt lookup's steps, in which some find no match, for part of them.
-    Closed loop, so the steps and draws are the same either way."""
+def test_steps_pay_fused_query_per_query_token_of_sequences_with_several(tmp_path):
+    """fused_query_us per query token of the sequences with several (verifying drafts, or a
+    prefill chunk), per head and layer: a step in which every sequence drafts pays it for all its
+    query tokens, a step in which none drafts or prefills nothing, prompt lookup's steps, in
+    which some find no match, for part of them, and a step with a prefill chunk for the chunk at
+    least. Closed loop, so the steps and draws are the same either way."""
     ngram = {"scheme": "ngram", "k": 3, "match": 0.5, "acceptance": {"per_depth": [0.5, 0.4, 0.3]}}
     for scheme in (EAGLE, ngram):
         trace, (a, b) = closed_runs(tmp_path, "fused_query_us", (0.0, 2.0), scheme, 18)
@@ -225,8 +226,10 @@ def test_steps_pay_fused_query_per_verifying_query_token(tmp_path):
         tokens = (b["duration"] - a["duration"]) / (trace.model.layers * trace.model.heads * 2e-6)
         assert np.allclose(tokens, np.round(tokens), atol=1e-6)
         assert (tokens <= a["query_tokens"] + 1e-9).all() and (tokens > 0).any()
-        assert (tokens[a["query_tokens"] == a["batch_size"]] == 0).all()  # nothing drafted, nothing paid
-        decode = a["prefill_tokens"] == 0
+        assert (tokens[a["query_tokens"] == a["batch_size"]] == 0).all()  # one query token each: nothing paid
+        prefill = a["prefill_tokens"] > 0
+        assert prefill.any() and (tokens[prefill] >= a["prefill_tokens"][prefill] - 1e-9).all()
+        decode = ~prefill
         whole = np.isclose(tokens[decode], a["query_tokens"][decode])
         if scheme is EAGLE:  # every decoding sequence drafts (but one with a token left to go)
             assert whole.mean() > 0.8

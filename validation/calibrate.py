@@ -85,20 +85,22 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   model's are between its steps: the family's decode of 16 sequences at 2,048 keys, 32 MiB a layer,
   gathered at 4.8 GB/s warm and 2.8 GB/s cold, and the grid's such decodes had read +15% to
   +29% on the half-warm rate timed before); `eta_kv` is the cold curve's middle;
-- attention products: the engine's paged attention verifying chains of 8 and of 64 tokens (a
-  root and its drafts, ancestor masks and all) in 16 sequences (4 query heads on 2 KV heads)
-  after 128 and after 1,024 keys, each context's pair interleaved. A call is taken to be a
-  fixed part plus, per sequence, parts per query, per gathered key and per product (each query
-  against all gathered keys, as the reference computes them); the four calls give the three
+- attention products: the engine's paged attention in 16 calls (`validation.probes.ATTN_CALLS`):
+  chains of 8 and 64 tokens (a root and its drafts, ancestor masks and all) verified by 1, 4 and
+  16 sequences after 128 to 1,024 keys (4 query heads on 2 KV heads), and prefill chunks of 128
+  and 512 tokens in 1 to 8 sequences after 0 to 512 keys, the short contexts' calls interleaved
+  apart from the longest's. A call is taken to be a fixed part plus, per sequence, parts per
+  query, per gathered key and per product (each query against all gathered keys, as the
+  reference computes them), fitted by least squares on the calls' relative errors
   (`attention_figures`): the part per product against its FLOPs -> `eta_attn` as a fraction of
   the GEMM peak; the part per query head -> `fused_query_us`, which the cost model charges for
-  every query token of a sequence verifying drafts (its padded fused call scatters each query's
-  rows, mask row and output and walks its ancestor bits: a fit to 36 attention calls timed
-  inside the family's forwards read 1.3 us a query head and 3.7 ns a query-key-head product;
-  calibrations 0.6-1.0 us and 0.46-0.51 of the GEMM peak); the part per key and query head
-  beyond the KV gather rate -> `fused_key_ns` (4.2 ns here; the grid's chains at batch 16 and
-  context 2,048 had read -10% to -15% without it). One context alone read eta_attn from 0.25
-  to 0.55 between calibrations; `attn_dense: true` on a CPU, whose reference attention
+  every query token of a sequence with several, verifying drafts or prefilling a chunk (its
+  padded fused call scatters each query's rows, mask row and output and walks its ancestor
+  bits; a sequence's own call builds its mask rows; since 0.23.0: until then verifying tokens
+  only, fitted to the four 16-sequence calls, while a 128-token prefill chunk's attention read
+  0.7 ms a sequence and layer against 0.29 ms priced); the part per key and query head beyond
+  the KV gather rate -> `fused_key_ns`. The fixed part (0.4-0.6 ms a call, any path) is left to
+  `launch_us` and `multi_query_us`. `attn_dense: true` on a CPU, whose reference attention
   gathers the keys before computing. On a GPU none is measured (eta_attn 1, the roofline: the
   probe's products take microseconds there; the two costs 0);
 - elementwise passes (CPU): one layer's norms, rotary embedding, gating and residual adds as
@@ -174,7 +176,7 @@ from validation.host_probes import (allocator_op, draft_cand_time, draft_logit_p
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
                                     layer_time, logit_probe, logit_time, LOGIT_VOCABS, SPEED_BLOCK_S, speed_probe,
                                     SPEED_WINDOW_S, verify_host_figures, verify_host_probe, VERIFY_SEQS)  # noqa: E402
-from validation.probes import (attention_figures, attention_probe, ATTN_CONTEXTS, ATTN_FEW, ATTN_MANY,
+from validation.probes import (attention_figures, attention_key, attention_probe, ATTN_CALLS,
                                elementwise_curve, elementwise_probe, elementwise_time, EW_PAIR, EW_TOKENS,
                                KV_CONTEXT, kv_gather_bytes, kv_gather_probe, kv_key, KV_MIDDLE, KV_SEQS,
                                kv_size_curve, KV_SIZES, last_level_cache_bytes, matmul_probes)  # noqa: E402
@@ -320,10 +322,12 @@ class Calibration:
         # this size take microseconds, so it keeps eta_attn 1 (the roofline) unmeasured
         self.serial = device == "cpu"
         if self.serial:
-            # each context's pair interleaved apart from the other's (a call right after the long
-            # context's, whose gather sweeps the caches, reads slower)
-            probes |= {f"attn{c}": paired({f"attn{n}c{c}": attention_probe(device, n, c) for n in (ATTN_FEW, ATTN_MANY)}, 2)
-                       for c in ATTN_CONTEXTS}
+            # the short contexts' calls interleaved apart from the longest's (a call right after
+            # one whose gather sweeps the caches reads slower)
+            longest = max(c for _, _, c, _ in ATTN_CALLS)
+            for name, calls in (("attn_short", [a for a in ATTN_CALLS if a[2] < longest]),
+                                ("attn_long", [a for a in ATTN_CALLS if a[2] == longest])):
+                probes[name] = paired({attention_key(*a): attention_probe(device, *a) for a in calls}, 2)
             probes["elementwise"] = paired({f"ew{n}": elementwise_probe(device, n) for n in EW_TOKENS}, 3)
         self.probes = probes
         for fn in probes.values():  # warm-up
@@ -405,9 +409,9 @@ class Calibration:
                 "seq_s": per_seq, "step_s": max(0.0, t["engine1"] - per_layer - per_seq),
                 "pass_s": max(0.0, t["drafter1"] - per_layer),
                 "index_check_s": max(0.0, t["forward1"] - t["unchecked1"]),
-                "multi_query_s": max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer),
                 "draft_seq_s": max(0.0, (t["mtp16"] - t["mtp1"]) / 15 - per_seq),
                 "draft_pass_seq_s": draft_pass_time(t), "draft_node_s": draft_node_time(t)}
+        out["multi_query_s"] = max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer)
         batched = (t[f"verifies{DEEP}"] - t["verifies1"] - t[f"decodes{DEEP}"] + t["decodes1"]) / (DEEP - 1)
         out["batch_query_s"] = max(0.0, batched - out["multi_query_s"])
         # half the sequences verifying, half decoding, against all verifying: per layer

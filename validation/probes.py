@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from sim import trees as T
@@ -115,16 +116,32 @@ def average_per_unit(sizes: list[float], times: list[float]) -> list[float]:
     return [e / b for b, e in zip(sizes, ends)]
 
 
-ATTN_SEQS, ATTN_HEADS, ATTN_FEW, ATTN_MANY = 16, 4, 8, 64  # 16 sequences: the concurrency the comparisons reach
-ATTN_CONTEXTS = (128, 1024)  # the attention probes' two contexts (attention_figures)
+ATTN_HEADS = 4  # the trained family's query heads (on KV_HEADS // 4 KV heads of KV_DIM)
+# the attention probes' calls: (sequences, query tokens each, context, drafts). The fused path
+# (several sequences verifying chains of 8 and 64 tokens: a root and its drafts) at 4 and 16
+# sequences after 128, 200 and 1,024 keys; and the path a sequence takes on its own (one
+# verifying alone; prefill chunks of 128 and 512 causal tokens, more than the fused call's 64,
+# in 1 to 8 sequences, after 0 to 512 keys). One fit over both paths, the calls spread over the
+# shapes the family's steps take (fitted to the first four alone, the parts per query and per
+# key swung from 0.6 to 1.0 us and from 0 to 95 ns between calibrations).
+ATTN_CALLS = ((16, 8, 128, True), (16, 64, 128, True), (16, 8, 1024, True), (16, 64, 1024, True),
+              (4, 64, 128, True), (4, 8, 1024, True), (4, 64, 200, True), (16, 64, 200, True),
+              (1, 8, 200, True), (1, 64, 200, True),
+              (1, 128, 0, False), (4, 128, 0, False), (8, 128, 0, False), (1, 128, 512, False),
+              (2, 128, 256, False), (1, 512, 0, False))
 
 
-def attention_probe(device: str, queries: int, context: int):
-    """The engine's paged attention verifying a chain of `queries` tokens (a root and its
-    queries - 1 drafts, ancestor masks and all) in each of ATTN_SEQS sequences after `context`
-    keys (ATTN_HEADS query heads on KV_HEADS // 4 KV heads of KV_DIM, the trained family's
-    shape; fp32): the padded fused path a batch of chains or trees takes."""
-    return _paged_attention_call(device, ATTN_SEQS, context, queries, ATTN_HEADS, KV_HEADS // 4, drafts=True)
+def attention_key(seqs: int, queries: int, context: int, drafts: bool) -> str:
+    """A call's figure name: attn{seqs}x{queries}c{context}, v (verifying chains) or p (prefill)."""
+    return f"attn{seqs}x{queries}c{context}{'v' if drafts else 'p'}"
+
+
+def attention_probe(device: str, seqs: int, queries: int, context: int, drafts: bool):
+    """The engine's paged attention for one of ATTN_CALLS: `seqs` sequences each with `queries`
+    query tokens (drafts: a root and a chain of queries - 1 drafts, ancestor masks and all; else
+    causal prefill tokens) after `context` keys, ATTN_HEADS query heads on KV_HEADS // 4 KV heads
+    of KV_DIM, the trained family's shape; fp32."""
+    return _paged_attention_call(device, seqs, context, queries, ATTN_HEADS, KV_HEADS // 4, drafts=drafts)
 
 
 def _paged_attention_call(device: str, seqs: int, context: int, queries: int, heads: int, kv_heads: int,
@@ -154,34 +171,52 @@ def _paged_attention_call(device: str, seqs: int, context: int, queries: int, he
 
 
 def attention_figures(t: dict, gather_bw: float, peak: float) -> tuple[float, float, float]:
-    """(eta_attn, fused_query_s, fused_key_s) from attention_probe's mean times `t`
-    ("attn{queries}c{context}") with ATTN_FEW and ATTN_MANY queries per sequence at both
-    ATTN_CONTEXTS. A call is taken to cost a fixed part plus, per sequence, a part per query, a
-    part per key it gathers and a part per product (each query against all its sequence's
-    gathered keys, as the reference computes them): the four calls give the last three. The part
-    per product, against its FLOPs (4 x heads x head_dim), -> eta_attn as a fraction of the GEMM
-    peak; the part per query, per query head -> fused_query_s (the padded call scatters each
-    query's rows, mask row and output, and walks its ancestor bits); the part per key beyond its
-    reading at the KV gather rate `gather_bw` (which decoding sequences pay), per query head ->
-    fused_key_s (the padded call's transposed copies and its masked per-key work). Measured
-    here: 0.6-1.0 us a query head; a fit to the family's in-forward attention timings read 1.3."""
-    short, long_ = ATTN_CONTEXTS
-    few, many, S, H = ATTN_FEW, ATTN_MANY, ATTN_SEQS, ATTN_HEADS
+    """(eta_attn, fused_query_s, fused_key_s) from the mean times `t` of ATTN_CALLS
+    (attention_key names). A call is taken to cost a fixed part plus, for each sequence, a part
+    per query token and per gathered key (per query head) and a part per product (each query
+    against all its sequence's gathered keys, as the reference computes them); a least-squares
+    fit of the calls' relative errors gives them (a part that reads negative is taken as 0 and
+    the others fitted again). The part per product, against its FLOPs (4 x heads x head_dim),
+    -> eta_attn as a fraction of the GEMM peak (held to 0.01-1, the others then fitted beside
+    it); per query head -> fused_query_s (the padded call scatters each query's rows, mask row
+    and output and walks its ancestor bits; a call of a sequence's own builds its mask rows);
+    per key and query head beyond reading it at the KV gather rate `gather_bw` (which decoding
+    sequences pay) -> fused_key_s (transposed copies, masked per-key work). The fixed part
+    (0.4-0.6 ms a call here, whatever its path: a decode's too) is left to the host time a
+    layer pays (launch_us) and a pass with several query tokens adds (multi_query_s and beyond).
+    A fit to the family's in-forward attention timings read 1.3 us a query head."""
+    flops = 4 * ATTN_HEADS * KV_DIM  # a product's, all query heads
+    rows, times = [], []
+    for s, q, c, drafts in ATTN_CALLS:
+        keys = c + q
+        rows.append([1.0, ATTN_HEADS * s * q, ATTN_HEADS * s * keys, flops * s * q * keys])
+        times.append(t[attention_key(s, q, c, drafts)])
+    rows_, times_ = np.array(rows), np.array(times)
+    per_flop = fit_parts(rows_, times_)[3]
+    eta = 1.0 if per_flop <= 0 else min(1.0, max(0.01, 1.0 / (per_flop * peak)))
+    coef = fit_parts(rows_, times_, fixed={3: 1.0 / (eta * peak)})  # the others beside the rate as held
+    read = 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather_bw / ATTN_HEADS  # a key's K and V at the gather rate, per query head
+    return eta, coef[1], max(0.0, coef[2] - read)
 
-    def rect(q, c):  # products a sequence: its queries x its gathered keys
-        return q * (c + q)
 
-    a = (t[f"attn{many}c{short}"] - t[f"attn{few}c{short}"]) / S
-    b = (t[f"attn{many}c{long_}"] - t[f"attn{few}c{long_}"]) / S
-    c = (t[f"attn{few}c{long_}"] - t[f"attn{few}c{short}"]) / S
-    per_product = (b - a) / ((many - few) * (long_ - short))
-    flops = 4 * H * KV_DIM
-    eta = 1.0 if per_product <= 0 else min(1.0, max(0.01, flops / per_product / peak))
-    per_product = flops / (eta * peak)
-    per_key = c / (long_ - short) - per_product * few
-    per_query = (a - per_product * (rect(many, short) - rect(few, short))) / (many - few) - per_key
-    read = 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather_bw
-    return eta, max(0.0, per_query) / H, max(0.0, per_key - read) / H
+def fit_parts(rows: np.ndarray, times: np.ndarray, fixed: dict[int, float] | None = None) -> np.ndarray:
+    """Non-negative parts x (the first, a fixed part, may take any sign) with rows @ x ~ times,
+    by least squares on the relative error; `fixed` holds some parts at given values. A part
+    that reads negative is set to 0 and the rest fitted again. rows (calls, parts), times (calls,)."""
+    fixed = dict(fixed or {})
+    while True:
+        free = [j for j in range(rows.shape[1]) if j not in fixed]
+        held = sum((rows[:, j] * v for j, v in fixed.items()), np.zeros(len(times)))
+        w = 1.0 / times
+        x, *_ = np.linalg.lstsq(rows[:, free] * w[:, None], (times - held) * w, rcond=None)
+        out = np.zeros(rows.shape[1])
+        out[free] = x
+        for j, v in fixed.items():
+            out[j] = v
+        bad = [j for j in free if j and out[j] < 0]
+        if not bad:
+            return out
+        fixed[min(bad, key=lambda j: out[j])] = 0.0
 
 
 # tokens of the elementwise probe's sizes: the per-element time grows with the size once the

@@ -103,7 +103,7 @@ def work_of(p: dict) -> Work:
     t = len(tree)
     pairs = q * ctx + q * (q + 1) // 2 + (t * (ctx + q) + sum(T.depths(tree)) if t else 0)
     return Work(tokens=B * (q + t), seqs=B, pairs=B * pairs, kv_read=B * (ctx + q), lm_tokens=B * (1 + t),
-                verify_tokens=B * (q + t) if t else 0, verify_kv=B * (ctx + q + t) if t else 0)
+                **({"multi_tokens": B * (q + t), "multi_kv": B * (ctx + q + t)} if q + t > 1 else {}))
 
 
 def point_call(model, p: dict, device: str):
