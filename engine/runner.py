@@ -67,6 +67,12 @@ class EngineResult:
     drafted: int = 0  # of which drafted
     # request id -> ((drafted depth, accepted) counts, (depth, rank) counts): the same, per request
     by_request: dict[int, tuple[dict, dict]] = field(default_factory=dict)
+    # request id -> (its sequence-steps that could draft, of which drafted): prompt lookup's match
+    # rate per request
+    tries: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # request id -> (drafted depth, accepted) counts of its steps whose drafts the sequence's end
+    # did not cut short (a model drafter's DraftPlan.cut): EAGLE-2's fit reads these
+    uncut: dict[int, dict] = field(default_factory=dict)
     # with a `reference` call after every step: the host's speed during the run (validation.compare),
     # the inverse of each call's returned seconds, weighted by its step's duration
     reference_speed: float | None = None
@@ -109,6 +115,7 @@ class EngineRun:
                                max_nodes=scheme.max_nodes())
         self.sched.by_request = {}  # acceptance per request (validation.compare: requests differ)
         self.ranks_by_request: dict[int, dict[tuple[int, int], int]] = {}
+        self.uncut: dict[int, dict[tuple[int, int], int]] = {}  # EngineResult.uncut
         self.kv = self.sched.kv
         reqs = workload.requests
         live = min(serving.max_num_seqs, workload.closed_concurrency or len(reqs))
@@ -193,7 +200,8 @@ class EngineRun:
         by_request = {s.id: (self.sched.by_request.get(s.id, {}), self.ranks_by_request.get(s.id, {}))
                       for s in result.seqs}
         return EngineResult(result, gen, dict(sorted(self.ranks.items())), t.draftable if t else 0, t.drafted if t else 0,
-                            by_request, weighted / busy if busy > 0 else None)
+                            by_request, dict(sorted(t.tries.items())) if t else {}, dict(sorted(self.uncut.items())),
+                            weighted / busy if busy > 0 else None)
 
     def _drop(self, seq_id: int) -> None:
         self.tables.drop(seq_id)
@@ -252,6 +260,11 @@ class EngineRun:
             cands = getattr(batch.plans[i], "cands", None)
             if cands and self.temperature == 0:
                 self._count_ranks(cands, emitted[i], paths[i], self.ranks_by_request.setdefault(batch.seqs[i].id, {}))
+            plan = batch.plans[i]
+            if batch.trees[i] and not getattr(plan, "cut", True):
+                mine = self.uncut.setdefault(batch.seqs[i].id, {})
+                key = (plan.depth, len(paths[i]))
+                mine[key] = mine.get(key, 0) + 1
         return emitted, paths
 
     def _observe(self, batch, step: StepBatch, hidden: torch.Tensor, paths: list[list[int]]) -> None:
@@ -333,6 +346,7 @@ class TimedPlanner:
         # sequence-steps that could draft (a depth above 0, more than one token left) and did:
         # prompt lookup drafts only where it finds a match (the simulator's `match`)
         self.draftable = self.drafted = 0
+        self.tries: dict[int, tuple[int, int]] = {}  # the same per request id
 
     def plan(self, seqs):
         t0 = self.clock()
@@ -340,8 +354,13 @@ class TimedPlanner:
         self.sync()
         self.last = self.clock() - t0
         if self.planner.depth > 0:
-            self.draftable += sum(1 for s in seqs if s.remaining > 1)
-            self.drafted += sum(1 for p in out if p is not None)
+            tries = self.tries
+            for s, p in zip(seqs, out):
+                if s.remaining > 1:
+                    n, d = tries.get(s.id, (0, 0))
+                    tries[s.id] = (n + 1, d + (p is not None))
+                    self.draftable += 1
+                    self.drafted += p is not None
         return out
 
 

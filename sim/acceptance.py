@@ -61,21 +61,6 @@ class CompiledTree:
         return path
 
 
-def truncate_compiled(tree: CompiledTree, max_depth: int) -> CompiledTree:
-    """The same tree cut to nodes at depth <= max_depth, keeping each node's probability."""
-    prob = [0.0] * len(tree.parents)
-    for opts in tree.options:
-        prev = 0.0
-        for cum, child in opts:
-            prob[child] = cum - prev
-            prev = cum
-    d = T.depths(tree.parents)
-    keep = [i for i in range(len(tree.parents)) if d[i] <= max_depth]
-    new = {old: j for j, old in enumerate(keep)}
-    parents = tuple(-1 if tree.parents[i] < 0 else new[tree.parents[i]] for i in keep)
-    return compile_tree(parents, lambda j: prob[keep[j]])
-
-
 def compile_tree(parents: Sequence[int], prob) -> CompiledTree:
     """prob(i) = P(node i is the target's token | its parent was accepted)."""
     opts: list[list[tuple[float, int]]] = [[] for _ in range(len(parents) + 1)]

@@ -86,6 +86,10 @@ class HardwareSpec:
     # tree level a sequence expands: its features and logits picked out, its children's top-k;
     # a chain has none)
     draft_node_s: float = 0.0
+    # prompt lookup's host time in a step (engine.ngram's planner): per call and per sequence
+    # (0: unmeasured; the ngram scheme's own host_us per sequence, else 20 us)
+    ngram_call_s: float = 0.0
+    ngram_seq_s: float = 0.0
     # attention's score and value products reach eta_attn x peak·eta_compute (fused GPU kernels: 1;
     # the CPU reference's masked products over gathered keys run well below its GEMM rate)
     eta_attn: float = 1.0
@@ -201,6 +205,7 @@ class HardwareSpec:
                 "batch_query_us": self.batch_query_s * us, "mixed_query_us": self.mixed_query_s * us,
                 "draft_seq_us": self.draft_seq_s * us, "draft_pass_seq_us": self.draft_pass_seq_s * us,
                 "draft_node_us": self.draft_node_s * us,
+                "ngram_call_us": self.ngram_call_s * us, "ngram_seq_us": self.ngram_seq_s * us,
                 "eta_attn": self.eta_attn,
                 "attn_dense": self.attn_dense, "fused_query_us": self.fused_query_s * 1e6,
                 "fused_key_ns": self.fused_key_s * 1e9,
@@ -218,7 +223,7 @@ _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interco
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "index_check_us", "gemm_rows", "gemm_rows_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "multi_query_us", "batch_query_us",
-         "mixed_query_us", "draft_seq_us", "draft_pass_seq_us", "draft_node_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
+         "mixed_query_us", "draft_seq_us", "draft_pass_seq_us", "draft_node_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
@@ -296,6 +301,8 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         draft_seq_s=num("draft_seq_us", 1e-6, hi=1e9),
         draft_pass_seq_s=num("draft_pass_seq_us", 1e-6, hi=1e9),
         draft_node_s=num("draft_node_us", 1e-6, hi=1e9),
+        ngram_call_s=num("ngram_call_us", 1e-6, hi=1e9),
+        ngram_seq_s=num("ngram_seq_us", 1e-6, hi=1e9),
         eta_attn=num("eta_attn", 1.0, hi=1.0, lo_open=True),
         attn_dense=f["attn_dense"].boolean() if "attn_dense" in f else None,
         fused_query_s=num("fused_query_us", 1e-6, hi=1e6),

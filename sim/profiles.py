@@ -10,7 +10,10 @@
                                       one of the four forms above, all chains/trees or all
                                       confidence; a component's `request_ids: [id, ...]` gives
                                       it those requests instead of a draw (the requests an
-                                      engine run measured it on)
+                                      engine run measured it on); a component's `match` (0..1)
+                                      the probability that one of its sequences' steps drafts
+                                      (prompt lookup: the engine's requests find matches at
+                                      0.42-0.94 of their steps), else the scheme's
     {profile: NAME}                   traces/acceptance/NAME.yaml, which cites its source
     {measured: path.json}             written by the engine's acceptance measurement
 
@@ -21,7 +24,7 @@ trees and describes the scheme; sampling and expectations use the components.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from sim.acceptance import RankDepth, chain_rates, solve_rate
@@ -46,6 +49,9 @@ class Acceptance:
     # ((request id, component index), ...): requests that keep the component named for them
     # (request_ids) instead of drawing one; the rest draw
     assigned: tuple = ()
+    # a mixture component's own match rate (prompt lookup: P(a step of its sequences drafts));
+    # None: the scheme's `match`
+    match: float | None = None
 
     def groups(self) -> tuple:
         """((weight, Acceptance), ...): the components, or the model itself with weight 1."""
@@ -57,6 +63,7 @@ class Acceptance:
             for rid, g in self.assigned:
                 ids.setdefault(g, []).append(rid)
             return {"mixture": [{"weight": round(w, 6), **{k: v for k, v in a.describe().items() if k != "source"},
+                                 **({"match": a.match} if a.match is not None else {}),
                                  **({"request_ids": ids[g]} if g in ids else {})}
                                 for g, (w, a) in enumerate(self.components)], "source": self.source}
         if self.confidence is not None:
@@ -87,11 +94,14 @@ def _mixture(sub: Node, depth: int, source: str) -> Acceptance:
     module docstring says."""
     comps, assigned = [], {}
     for g, item in enumerate(sub.seq(min_len=1, max_len=MAX_COMPONENTS)):
-        f = item.mapping(("weight", "request_ids") + FORMS, required=("weight",))
+        f = item.mapping(("weight", "request_ids", "match") + FORMS, required=("weight",))
         forms = [k for k in FORMS if k in f]
         if len(forms) != 1:
             raise item.error(f"expected a weight and exactly one of: {', '.join(FORMS)}")
-        comps.append((f["weight"].number(lo=0.0, hi=1e9, lo_open=True), _form(forms[0], f[forms[0]], depth, source)))
+        form = _form(forms[0], f[forms[0]], depth, source)
+        if "match" in f:
+            form = replace(form, match=f["match"].number(lo=0.0, hi=1.0))
+        comps.append((f["weight"].number(lo=0.0, hi=1e9, lo_open=True), form))
         for n in f["request_ids"].seq(min_len=1, max_len=10**7) if "request_ids" in f else ():
             rid = n.integer(lo=0, hi=2**63 - 1)
             if rid in assigned:

@@ -160,7 +160,7 @@ class Replica:
             self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
             main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens, int(0 < n_draft < B), verifying,
                                          verifying + ctx_draft))
-            draft = spec.step_draft(n_draft, ctx_draft) if n_draft else ZERO_COST
+            draft = spec.step_draft(n_draft, ctx_draft)
             host = host_time(hw, B, allocs + frees, copy)
             if self.verify_priced:
                 host += verify_host(hw, *verify_calls(p.parents if p is not None else () for p in plans), tokens - B)

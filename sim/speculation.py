@@ -9,7 +9,7 @@ from itertools import accumulate
 
 import numpy as np
 
-from sim.acceptance import CompiledTree, truncate_compiled
+from sim.acceptance import CompiledTree
 from sim.cost import Cost, ForwardCost, Work, host_time, verify_host
 from sim.dyntree import TreeLibrary
 from sim.errors import SpecError
@@ -48,13 +48,19 @@ class Speculator:
         self._drawn = 0  # requests that drew a component
         self._static: dict[tuple[int, int, int], CompiledTree] = {}  # (depth, limit, group)
         self._picks: list[int] = []
-        self._cut: dict[tuple[int, int, int, int], CompiledTree] = {}  # library trees cut near a request's end
-        self.match = scheme.match_rate()  # below 1: each drafting sequence finds a match with this probability
+        # below 1: each drafting sequence finds a match with this probability, its mixture
+        # component's own where the acceptance gives one (prompt lookup's requests differ), and
+        # `match` their weighted mean
+        self.group_match = [scheme.match_rate() if a.match is None else a.match for _, a in self.groups]
+        self.match = sum(w * m for (w, _), m in zip(self.groups, self.group_match))
+        self.all_match = min(self.group_match) >= 1
         self.matches = random.Random(int(np.random.SeedSequence([seed, 11]).generate_state(1)[0])).random
         self.policy = scheme.policy if scheme.policy != "goodput" else \
             Goodput(scheme.max_depth, self.expected_accepted, self.predict_step)
         self.depth = 0  # the depth chosen for the current step
         self.fresh = self.first = 0  # the drafter's catch-up in the current step (see catch_up)
+        self.tried = 0  # sequences the current step offered a draft (prompt lookup looks up each)
+        self.prices_tries = scheme.prices_tries
 
     # ---- trees ------------------------------------------------------------------------------
     def nodes(self, depth: int) -> int:
@@ -67,7 +73,7 @@ class Speculator:
         if self.libraries:
             return sum(w * lib.expected(depth) for (w, _), lib in zip(self.groups, self.libraries))
         tree = self.scheme.tree(depth)
-        return self.match * sum(w * a.rank.compile(tree).expected for w, a in self.groups)
+        return sum(w * m * a.rank.compile(tree).expected for (w, a), m in zip(self.groups, self.group_match))
 
     def group(self, seq) -> int:
         """The mixture component of seq's request (0 without a mixture), fixed at first sight: the
@@ -82,25 +88,29 @@ class Speculator:
             self._group[seq.id] = g
         return g
 
-    def _matched(self, plans: list) -> list:
-        """Each planned tree kept with probability `match` (one draw per tree, in order), else None."""
-        draw, m = self.matches, self.match
-        return [p if p is None or draw() < m else None for p in plans]
+    def _matched(self, plans: list, seqs=None) -> list:
+        """Each planned tree kept with probability `match` (one draw per tree, in order), else None:
+        with `seqs` (a mixture), each its sequence's component's."""
+        draw = self.matches
+        if seqs is None:
+            m = self.match
+            return [p if p is None or draw() < m else None for p in plans]
+        ms, group = self.group_match, self.group
+        return [p if p is None or draw() < ms[group(s)] else None for p, s in zip(plans, seqs)]
 
     def tree(self, depth: int, limit: int, group: int = 0) -> CompiledTree:
-        """A draft tree at `depth`, cut so it never drafts more than `limit` tokens deep, with the
-        acceptance of mixture component `group`."""
+        """A draft tree at `depth` that never drafts more than `limit` tokens deep (a static shape
+        cut; a dynamic tree grown to that depth), with the acceptance of mixture component `group`."""
         if self.library:
-            lib = self.libraries[group].trees(depth)
+            # near a request's end a dynamic tree is grown to the depth left, as the engine's
+            # EAGLE-2 grows it (its tree_tokens nodes within that depth), not the deep tree cut:
+            # cut, the fitted family's trees at depth 2-4 accept 0.1-0.2 fewer tokens and hold
+            # fewer nodes (the allocator's pages; the simulator's EAGLE-2 at concurrency 32 made
+            # 1.1% fewer allocator operations than the engine's)
+            lib = self.libraries[group].trees(min(depth, max(1, limit)))
             if not self._picks:
                 self._picks = self.pick.integers(0, len(lib), size=4096).tolist()
-            i = self._picks.pop()
-            if limit >= depth:
-                return lib[i]
-            cut = self._cut.get((depth, i, limit, group))
-            if cut is None:
-                cut = self._cut[(depth, i, limit, group)] = truncate_compiled(lib[i], limit)
-            return cut
+            return lib[self._picks.pop()]
         key = (depth, min(depth, limit), group)
         t = self._static.get(key)
         if t is None:
@@ -115,15 +125,15 @@ class Speculator:
         ctx = sum(s.computed for s in seqs) / len(seqs)
         d = self.depth = self.policy.choose(len(seqs), ctx)
         if d == 0:
-            self.fresh = self.first = 0
+            self.fresh = self.first = self.tried = 0
             return [None] * len(seqs)
         tree = self.tree
         if self.mixed:
             group = self.group
             plans = [tree(d, s.output - s.generated - 1, group(s)) if s.output - s.generated > 1 else None
                      for s in seqs]
-            if self.match < 1:
-                plans = self._matched(plans)
+            if not self.all_match:
+                plans = self._matched(plans, seqs)
         elif self.library:  # the common case inline: a whole library tree for every sequence not near its end
             lib = self.library.trees(d)
             picks = self._picks
@@ -135,6 +145,8 @@ class Speculator:
             plans = [tree(d, s.output - s.generated - 1) if s.output - s.generated > 1 else None for s in seqs]
             if self.match < 1:
                 plans = self._matched(plans)
+        if self.prices_tries:
+            self.tried = sum(1 for s in seqs if s.output - s.generated > 1)
         self.fresh, self.first = catch_up(s for s, p in zip(seqs, plans) if p is not None)
         return plans
 
@@ -146,8 +158,8 @@ class Speculator:
         if self.mixed:
             group, tree = self.group, self.tree
             plans = [tree(depth, depth, group(s)) for s in seqs]
-            if self.match < 1:
-                plans = self._matched(plans)
+            if not self.all_match:
+                plans = self._matched(plans, seqs)
         elif self.library:
             lib = self.library.trees(depth)
             picks = self._picks
@@ -158,6 +170,7 @@ class Speculator:
             plans = [self.tree(depth, depth)] * n
             if self.match < 1:
                 plans = self._matched(plans)
+        self.tried = n
         self.fresh, self.first = catch_up(s for s, p in zip(seqs, plans) if p is not None)
         return plans
 
@@ -168,11 +181,17 @@ class Speculator:
             if tree:
                 n += 1
                 ctx += c
-        return self.step_draft(n, ctx) if n else ZERO_COST
+        return self.step_draft(n, ctx)
 
     def step_draft(self, n: int, ctx: int) -> Cost:
         """The drafter's price in the step just planned: n drafting sequences of Σ context ctx, at
-        the planned depth, catching up on the fresh tokens `plan` counted (at least one each)."""
+        the planned depth, catching up on the fresh tokens `plan` counted (at least one each); a
+        scheme that `prices_tries` (prompt lookup) pays for every sequence offered a draft, found
+        or not."""
+        if self.prices_tries:
+            n = self.tried
+        if not n:
+            return ZERO_COST
         d = self.depth
         return self.draft(n, ctx, d, () if self.library else self.scheme.tree(d), self.fresh, self.first)
 
@@ -199,7 +218,8 @@ class Speculator:
         t += verify_host(hw, calls + (drafting < batch), trees, trees * nodes, drafting * nodes)
         # in steady decoding a drafter catches up on the last step's accepted drafts + 1
         fresh = round(drafting * (1 + self.expected_accepted(depth) / self.match))
-        return t + self.draft(drafting, drafting * ctx, depth, shape, fresh, 0).time
+        priced = batch if self.prices_tries else drafting
+        return t + self.draft(priced, priced * ctx, depth, shape, fresh, 0).time
 
     # ---- acceptance (simulator) -------------------------------------------------------------
     def accept(self, batch) -> list[list[int]]:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sim import trees as T
-from sim.acceptance import RankDepth, chain_expected_tokens, chain_rates, solve_rate, truncate_compiled
+from sim.acceptance import RankDepth, chain_expected_tokens, chain_rates, solve_rate
 from sim.dyntree import Confidence, TreeLibrary, grow
 
 
@@ -85,13 +85,6 @@ def test_greedy_tree_is_optimal_among_small_trees():
     assert T.is_tree(tree) and len(tree) == 6
     chain = T.chain(4)
     assert best >= RANKS.expected(chain) - 1e-12
-
-
-def test_truncate_keeps_shallow_nodes_and_probabilities():
-    tree = T.greedy_static_tree(RANKS.probs, 10)
-    cut = truncate_compiled(RANKS.compile(tree), 2)
-    assert max(T.depths(cut.parents)) <= 2
-    assert cut.expected == pytest.approx(RANKS.compile(T.truncate(tree, 2)).expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("depth,topk,tokens", [(6, 10, 60), (3, 4, 10), (1, 8, 8)])

@@ -21,7 +21,7 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     for key in ("copy_bw", "stream_bw", "flops_fp32", "launch_s", "layer_s", "probe_layer_s", "step_s", "seq_s",
                 "alloc_op_s", "multi_query_s", "draft_seq_s", "draft_pass_seq_s", "draft_node_s", "pass_s", "index_check_s", "mixed_query_s",
                 "batch_query_s", "fused_query_s", "fused_key_s", "elementwise_s", "logit_s", "draft_logit_s",
-                "draft_cand_s", "tree_call_s", "tree_node_s", "pack_node_s"):
+                "draft_cand_s", "tree_call_s", "tree_node_s", "pack_node_s", "ngram_call_s", "ngram_seq_s"):
         assert m[key] >= 0, key
     assert m["rounds"] == 2
     assert 0 < m["eta_attn"] <= 1 and m["attn_dense"] is True
@@ -59,7 +59,8 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
                              ("logit_s", "logit_s", ns4), ("draft_logit_s", "draft_logit_s", ns4),
                              ("draft_cand_s", "draft_cand_s", us3), ("verify_call_s", "verify_call_s", us1),
                              ("tree_call_s", "tree_call_s", us1), ("tree_node_s", "tree_node_s", us3),
-                             ("pack_node_s", "pack_node_s", us3)):
+                             ("pack_node_s", "pack_node_s", us3), ("ngram_call_s", "ngram_call_s", us1),
+                             ("ngram_seq_s", "ngram_seq_s", us2)):
         assert getattr(hw, field) == pytest.approx(m[key], rel=1e-9, abs=half * 1.001), field
     assert hw.launch_s == pytest.approx(m["layer_s"] / KERNELS_PER_LAYER, rel=1e-9, abs=us2 * 1.001)
     assert hw.eta_attn == pytest.approx(m["eta_attn"], abs=0.5e-4 * 1.001) and hw.attn_dense
@@ -357,6 +358,18 @@ def test_elementwise_curve_averages_each_stretch_without_the_fixed_part():
     # and a profile still loads: every size at least the last place written, 1e-4 ns
     flat = elementwise_curve({f"ew{n}": fixed for n in EW_TOKENS})
     assert [x for _, x in flat] == [1e-4] * len(EW_TOKENS)
+
+
+def test_ngram_times_split_a_lookup_step_into_its_call_and_sequences():
+    """ngram_call_us / ngram_seq_us: the probe's growth from 1 to 16 sequences per sequence, and
+    the rest of the 1-sequence step's time; neither below 0."""
+    from validation.host_probes import NGRAM_SEQS, ngram_times
+    b0, b1 = NGRAM_SEQS
+    call, seq = 40e-6, 15e-6
+    t = {f"ngram{b0}": call + b0 * seq, f"ngram{b1}": call + b1 * seq}
+    assert ngram_times(t) == pytest.approx((call, seq), rel=1e-9)
+    assert ngram_times({f"ngram{b0}": 5e-5, f"ngram{b1}": 4e-5}) == (5e-5, 0.0)
+    assert ngram_times({f"ngram{b0}": 1e-5, f"ngram{b1}": 1e-5 + (b1 - b0) * 2e-5}) == (0.0, pytest.approx(2e-5))
 
 
 def test_draft_cand_time_per_extra_candidate():

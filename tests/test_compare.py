@@ -117,8 +117,10 @@ def test_end_to_end_on_a_tiny_trace(tmp_path):
     assert not (out / "sim" / "draw5").exists()
     # one untimed warm-up run of the engine, apart from the compared one
     assert (out / "engine" / "warmup1" / "report.json").exists() and (out / "engine" / "report.json").exists()
-    measured = json.loads((out / "acceptance-ngram.json").read_text())
-    assert all(0 <= a <= 1 for a in measured["per_depth"])
+    # a component per request (each its own acceptance and, where some steps found no match, its match rate)
+    measured = json.loads((out / "acceptance-ngram.json").read_text())["mixture"]
+    assert sorted(i for c in measured for i in c["request_ids"]) == [0, 1, 2, 3]
+    assert all(0 <= a <= 1 for c in measured for a in c["per_depth"]) and all(0 <= c.get("match", 1) <= 1 for c in measured)
     # the host's speed during each scheme's runs, against the comparison's mean
     assert all(-0.9 < r["engine_speed"] < 9 and r["step_time_at_mean_speed"] is not None for r in doc["runs"])
     assert all(set(r["at_mean_speed"]) == {"throughput_tok_s", "tpot_p50", "tpot_p99", "step_time"} for r in doc["runs"])
@@ -188,9 +190,54 @@ def test_grouped_profile_cuts_requests_by_tokens_per_step():
     ranked = {i: ({(2, 1): 1}, {(1, i % 2): 3, (2, 0): 1}) for i in range(4)}
     doc = grouped_profile(tree, ranked, size=2)
     assert all(len(c["rank_depth"][0]) == 10 for c in doc["mixture"])
-    # the groups' count grows with the requests: 64 of them in groups of 4 -> 16 groups
+    # the groups' count grows with the requests: by default each its own, up to MAX_COMPONENTS
+    from sim.profiles import MAX_COMPONENTS
+    from validation.measure import GROUP_SIZE
     many = {i: ({(2, 2): i % 11, (2, 0): 10 - i % 11}, {}) for i in range(64)}
-    assert len(grouped_profile(chain, many)["mixture"]) == 64 // 4
+    assert GROUP_SIZE == 1 and len(grouped_profile(chain, many)["mixture"]) == 64
+    more = {i: ({(2, 2): i % 11, (2, 0): 10 - i % 11}, {}) for i in range(MAX_COMPONENTS + 6)}
+    assert len(grouped_profile(chain, more)["mixture"]) == MAX_COMPONENTS
+
+
+def test_grouped_profile_with_tries_gives_each_group_its_match_rate():
+    """Prompt lookup: requests ordered by tokens per step that could draft (a step without a
+    match gives one), each group's `match` its share of such steps that drafted; a group whose
+    requests never drafted takes the pooled form."""
+    from validation.measure import grouped_profile, tokens_per_try
+    chain = SimpleNamespace(name="ngram", tree_nodes=None)
+    # request i: 10 drafted steps accepting both drafts on 5 of them (2 tokens a step on average);
+    # of 10 + 2 * i steps that could draft, so fewer matches as i grows; request 9 never matched
+    reqs = {i: ({(2, 2): 5, (2, 0): 5}, {}) for i in range(8)} | {9: ({}, {})}
+    tries = {i: (10 + 2 * i, 10) for i in range(8)} | {9: (12, 0)}
+    assert tokens_per_try(reqs[0][0], 10, 10) == pytest.approx(2.0)
+    assert tokens_per_try(reqs[3][0], 16, 10) == pytest.approx(1.0 + 10 / 16)
+    doc = grouped_profile(chain, reqs, size=3, tries=tries)
+    groups = doc["mixture"]
+    assert [c["request_ids"] for c in groups] == [[6, 7, 9], [3, 4, 5], [0, 1, 2]]
+    assert [c["match"] for c in groups] == pytest.approx([20 / (22 + 24 + 12), 30 / (16 + 18 + 20), 30 / (10 + 12 + 14)],
+                                                         abs=1e-6)
+    assert all(c["per_depth"][0] == pytest.approx(0.5) for c in groups)
+    # a group that never drafted: the pooled form, its match 0
+    lone = grouped_profile(chain, reqs | {8: reqs[0], 10: ({}, {}), 11: ({}, {})}, size=3,
+                           tries=tries | {8: (26, 10), 10: (5, 0), 11: (7, 0)})["mixture"]
+    assert lone[0]["request_ids"] == [9, 10, 11] and lone[0]["match"] == 0 and lone[0]["per_depth"][0] == pytest.approx(0.5)
+    # without tries, no match per group
+    assert all("match" not in c for c in grouped_profile(chain, reqs, size=3)["mixture"])
+
+
+def test_eagle2_profile_is_fitted_to_the_steps_not_cut_short():
+    """EAGLE-2's confidence model reproduces the tokens per step of the uncut steps where they
+    are given (the simulator cuts whole trees near a request's end as the engine does), else of
+    every step."""
+    from validation.fit_profiles import confidence_tau
+    from validation.measure import add_counts, profile
+    scheme = SimpleNamespace(name="eagle2", max_depth=4, topk=4, tree_tokens=12)
+    cut, whole = {(2, 1): 10}, {(4, 3): 30, (4, 2): 10}
+    hist = add_counts({**cut}, whole)
+    fit = profile(scheme, hist, {}, whole)["confidence"]["top1_mean"]
+    assert confidence_tau(fit, 4, 4, 12) == pytest.approx(1 + 110 / 40, abs=0.02)
+    every = profile(scheme, hist, {})["confidence"]["top1_mean"]
+    assert confidence_tau(every, 4, 4, 12) == pytest.approx(1 + 120 / 50, abs=0.02) and every < fit
 
 
 def test_run_spread_is_the_pooled_throughputs_relative_standard_error():

@@ -78,6 +78,16 @@ def test_every_scheme_is_lossless_at_temperature_zero(tmp_path, paging):
             assert added == whole, label
     assert sum(res["eagle-tree"].ranks.values()) > 0
     assert sum(1 for h, _ in res["eagle"].by_request.values() if h) > 1
+    # the steps not cut short by a sequence's end: a part of each request's counts; the cut ones
+    # (its last few steps) are left out
+    for label, r in res.items():
+        if label == "none":
+            continue
+        for rid, counts in r.uncut.items():
+            mine = r.by_request[rid][0]
+            assert all(0 < n <= mine.get(key, 0) for key, n in counts.items()), label
+        whole, uncut = sum(r.result.acceptance.values()), sum(sum(c.values()) for c in r.uncut.values())
+        assert 0 < uncut < whole, label
 
 
 def test_lossless_under_preemption(tmp_path):

@@ -73,6 +73,10 @@ def test_greedy_ngram_is_lossless_and_indexshare_spares_the_pool(tmp_path):
     r = res[next(t for t in res if t.startswith("ngram-naive-"))]
     assert 0 < r.drafted < r.draftable and r.drafted == sum(r.result.acceptance.values())
     assert res["none-open"].draftable == 0
+    # the same per request: each request's drafted steps are its acceptance counts' steps
+    assert sum(n for n, _ in r.tries.values()) == r.draftable and sum(d for _, d in r.tries.values()) == r.drafted
+    assert all(d == sum(r.by_request[rid][0].values()) and d <= n for rid, (n, d) in r.tries.items())
+    assert not res["none-open"].tries
 
 
 def test_tiny_pool_preempts_recomputes_and_stays_lossless(tmp_path):

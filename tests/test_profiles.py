@@ -67,6 +67,16 @@ def test_mixture_names_the_requests_each_component_was_measured_on():
     assert _acc({"mixture": [{"weight": 1, "per_depth": [0.5]}]}).assigned == ()
 
 
+def test_mixture_components_carry_their_own_match_rate():
+    """A component's `match` (0..1) is kept on it and written back by describe; without one,
+    None (the scheme's)."""
+    acc = _acc({"mixture": [{"weight": 1, "per_depth": [0.5], "match": 0.4}, {"weight": 1, "per_depth": [0.9]},
+                            {"weight": 1, "per_depth": [0.7], "match": 0}]})
+    assert [a.match for _, a in acc.components] == [0.4, None, 0.0]
+    d = acc.describe()["mixture"]
+    assert d[0]["match"] == 0.4 and "match" not in d[1] and d[2]["match"] == 0.0
+
+
 def test_mixture_of_confidence_models_pools_field_by_field():
     acc = _acc({"mixture": [{"weight": 1, "confidence": {"top1_mean": 0.4}},
                             {"weight": 1, "confidence": {"top1_mean": 0.8, "tail": 0.3}}]})
@@ -86,6 +96,8 @@ def test_mixture_of_confidence_models_pools_field_by_field():
                   {"weight": 1, "per_depth": [0.4], "request_ids": [2]}]}, "request 2 is given to component 0"),
     ({"mixture": [{"weight": 1, "per_depth": [0.5], "request_ids": [-1]}]}, "request_ids"),
     ({"mixture": [{"weight": 1, "per_depth": [0.5], "request_ids": []}]}, "request_ids"),
+    ({"mixture": [{"weight": 1, "per_depth": [0.5], "match": 1.5}]}, "match"),
+    ({"mixture": [{"weight": 1, "per_depth": [0.5], "match": "often"}]}, "match"),
 ])
 def test_bad_mixtures_name_their_key(doc, needle):
     from sim.errors import SpecError

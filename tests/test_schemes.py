@@ -395,6 +395,82 @@ def test_requests_named_by_a_component_keep_it(tmp_path, entry):
     assert spec.group(Seq(5)) == 0  # kept
 
 
+def test_mixture_components_draft_at_their_own_match_rate(tmp_path):
+    """Prompt lookup with a component per group of requests, each with its own `match`: its
+    sequences draft at that rate (component 0 never, 1 always, 2 about half its steps), the
+    expectation and the pooled rate weigh them; without per-component rates the draws are the
+    scheme's."""
+    comps = [{"weight": 1, "per_depth": [0.6], "match": 0.0, "request_ids": [0, 1]},
+             {"weight": 1, "per_depth": [0.6], "match": 1.0, "request_ids": [2, 3]},
+             {"weight": 2, "per_depth": [0.6], "match": 0.5, "request_ids": [4, 5, 6, 7]}]
+    entry = {"scheme": "ngram", "k": 2, "acceptance": {"mixture": comps}}
+    trace = make_trace(tmp_path, speculation=[entry, {**entry, "label": "flat", "match": 0.3,
+                                                      "acceptance": {"mixture": [{k: v for k, v in c.items() if k != "match"}
+                                                                                 for c in comps]}}])
+    spec, flat = (Speculator(s, trace, seed=5) for s in trace.speculation)
+    assert spec.match == pytest.approx(0.5) and spec.group_match == [0.0, 1.0, 0.5] and flat.group_match == [0.3] * 3
+    assert spec.expected_accepted(2) == pytest.approx(flat.expected_accepted(2) * 0.5 / 0.3)
+
+    class Seq:
+        def __init__(self, i):
+            self.id, self.output, self.generated, self.computed, self.drafted = i, 100, 0, 10, 0
+    counts = np.zeros(8)
+    for _ in range(400):
+        plans = spec.plan([Seq(i) for i in range(8)])
+        counts += [p is not None for p in plans]
+    assert counts[:2].sum() == 0 and (counts[2:4] == 400).all()
+    assert counts[4:] / 400 == pytest.approx([0.5] * 4, abs=0.08)
+    flat_counts = np.zeros(8)
+    for _ in range(400):
+        flat_counts += [p is not None for p in flat.plan([Seq(i) for i in range(8)])]
+    assert flat_counts / 400 == pytest.approx([0.3] * 8, abs=0.08)
+
+
+def test_ngram_prices_every_lookup_at_the_devices_measured_rate(tmp_path):
+    """Prompt lookup's drafter: the device's ngram_call_us per step and ngram_seq_us per
+    sequence offered a draft, matched or not; the scheme's host_us (per sequence) overrides the
+    device's, and with neither 20 us a sequence."""
+    from sim.hardware import hardware_from_node
+    from sim.specio import Node
+    hw = hardware_from_node(Node({"preset": "cpu", "ngram_call_us": 40, "ngram_seq_us": 15}, "t.yaml", "hardware"), tmp_path)
+    entry = {"scheme": "ngram", "k": 2, "acceptance": {"per_depth": [0.6]}, "match": 0.5}
+    trace = replace(make_trace(tmp_path, speculation=[entry, {**entry, "label": "own", "host_us": 30}]), hardware=hw)
+    measured, own = trace.speculation
+    assert measured.drafter(trace)(3, 100, 2, (), 3, 0).time == pytest.approx(40e-6 + 3 * 15e-6)
+    assert own.drafter(trace)(3, 100, 2, (), 3, 0).time == pytest.approx(3 * 30e-6)
+    assert measured.drafter(replace(trace, hardware=replace(hw, ngram_call_s=0.0, ngram_seq_s=0.0)))(
+        3, 100, 2, (), 3, 0).time == pytest.approx(3 * 20e-6)
+    spec = Speculator(measured, trace, seed=1)
+
+    class Seq:
+        def __init__(self, i, left):
+            self.id, self.output, self.generated, self.computed, self.drafted = i, left, 0, 10, 0
+    seqs = [Seq(i, 100) for i in range(8)] + [Seq(8, 1)]  # the last one has no token left to draft
+    for _ in range(20):
+        plans = spec.plan(seqs)
+        drafting = sum(p is not None for p in plans)
+        assert spec.tried == 8 and drafting < 8 or drafting == 8
+        assert spec.step_draft(drafting, 10 * drafting).time == pytest.approx(40e-6 + 8 * 15e-6)
+
+
+@pytest.mark.parametrize("entry", [EAGLE2, MIXED2], ids=["one", "mixture"])
+def test_dynamic_trees_near_a_requests_end_are_grown_to_the_depth_left(tmp_path, entry):
+    """Where a sequence has fewer tokens left than the depth, its EAGLE-2 tree is one of its
+    component's library trees grown to the depth left, as the engine grows it (tree_tokens
+    nodes within that depth; at depth 1 the root's top-k), not a deep tree cut."""
+    from sim import trees as T
+    trace = make_trace(tmp_path, speculation=[entry])
+    spec = Speculator(trace.speculation[0], trace, seed=2)
+    g = len(spec.groups) - 1
+    for limit, nodes in ((1, 6), (2, 30), (3, 30)):
+        grown = {id(t) for t in spec.libraries[g].trees(limit)}
+        for _ in range(10):
+            t = spec.tree(5, limit, g)
+            assert id(t) in grown and max(T.depths(t.parents)) <= limit and len(t.parents) == nodes
+    whole = {id(t) for t in spec.libraries[g].trees(5)}
+    assert id(spec.tree(5, 9, g)) in whole
+
+
 def pooled_form(scheme) -> dict:
     """The mixture's pooled model as a single-population form."""
     a = scheme.acceptance

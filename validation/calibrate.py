@@ -57,6 +57,10 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   drafting beyond the chain's per further node expanded -> `draft_node_us` (EAGLE's tree levels:
   each such node's features and logits picked out and its children ranked; without it the
   family's 32-node EAGLE tree at concurrency 32 drafted 18% slower than priced, EAGLE-2 25%);
+  the engine's prompt lookup (K = 4, trigrams) in decode steps of 1 and 16 sequences after
+  128-token prompts: its drafting time's growth per sequence -> `ngram_seq_us`, the rest of the
+  1-sequence step's -> `ngram_call_us` (`validation.host_probes.ngram_probe`; the scheme's
+  fixed 20 us a sequence had priced the engine's lookups 35-89% short, least at concurrency 32);
 - allocator: one page-pool operation of `sim.kv.KVAllocator` -> `alloc_op_us`;
 - small matmuls (CPU): a (M x 1024) @ (1024 x 4096) product at M = 16..128 against the GEMM peak
   -> `gemm_half_rows` M0 (the rate at M rows is peak * M / (M + M0)); and the measured curves
@@ -174,7 +178,7 @@ from sim.speed import drift_of, spread_of  # noqa: E402
 from validation.host_probes import (allocator_op, draft_cand_time, draft_logit_probe, draft_logit_time,
                                     draft_node_time, draft_pass_probe, draft_pass_time, draft_tree_probe,
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
-                                    layer_time, logit_probe, logit_time, LOGIT_VOCABS, SPEED_BLOCK_S, speed_probe,
+                                    layer_time, logit_probe, logit_time, LOGIT_VOCABS, ngram_probe, ngram_times, SPEED_BLOCK_S, speed_probe,
                                     SPEED_WINDOW_S, verify_host_figures, verify_host_probe, VERIFY_SEQS)  # noqa: E402
 from validation.probes import (attention_figures, attention_key, attention_probe, ATTN_CALLS,
                                elementwise_curve, elementwise_probe, elementwise_time, EW_PAIR, EW_TOKENS,
@@ -289,6 +293,7 @@ class Calibration:
         probes["engine"] = lambda: {f"{name}{k}": engine_step(k, device, scheme, traffic)
                                     for name, scheme in (("engine", "none"), ("mtp", "mtp")) for k in (1, 16)}
         probes["draft_passes"] = lambda: draft_pass_probe(device, traffic)
+        probes["ngram"] = lambda: ngram_probe(device, traffic)
         def cold(fn):
             return lambda: cold_time(fn, flush, device)
 
@@ -454,6 +459,7 @@ class Calibration:
         out["logit_s"] = logit_time(*(t[f"logits{v}"] for v in LOGIT_VOCABS))
         out["draft_logit_s"] = draft_logit_time(*(t[f"dlogits{v}"] for v in LOGIT_VOCABS))
         out["draft_cand_s"] = draft_cand_time(*(t[f"dtree{k}"] for k in DRAFT_TREE_TOPK))
+        out["ngram_call_s"], out["ngram_seq_s"] = ngram_times(t)
         # one verification call: the engine-step probe's decode steps made one each (step_s has it)
         out |= verify_host_figures(t, out["logit_s"])
         out["step_s"] = max(0.0, out["step_s"] - out["verify_call_s"])

@@ -16,14 +16,17 @@
 2. Acceptance the trace leaves out is filled from the engine's own measurement, pooled over the
    scheme's runs (validation/measure.py): per-depth rates a_j = P(accept depth j | drafted to
    depth j, depths < j accepted) for chains, per-rank rates for static trees, a fitted confidence
-   model for EAGLE-2; written to DIR/acceptance-<label>.json and read as `{measured: ...}`.
+   model for EAGLE-2 (fitted to the steps whose drafts the sequence's end did not cut short:
+   EngineResult.uncut); written to DIR/acceptance-<label>.json and read as `{measured: ...}`.
    Prompts differ in how predictable they are, and a run lasts as long as its slowest requests:
-   the requests are cut into groups of validation.measure.GROUP_SIZE by their tokens per step (over
+   the requests are cut into groups of validation.measure.GROUP_SIZE (1: each its own) by their tokens per step (over
    every run: the same prompts each time) and the file holds a `mixture` of the groups' forms,
    one drawn per simulated request (validation.measure.grouped_profile).
    They are measured over the steps that drafted. A sequence-step that could draft (depth above
    0, more than one token left) and did not (no prompt-lookup match) gives prompt lookup its
-   measured `match` rate instead, the probability with which the simulator's sequences draft.
+   measured `match` rate instead, the probability with which the simulator's sequences draft:
+   each group's own (its requests then grouped by their tokens per such step), the pooled rate
+   as the scheme's.
 3. The simulator runs the same trace on the model the engine actually ran, priced with a
    measured hardware profile (default traces/hardware/cpu-measured.yaml, from
    `python -m validation.calibrate`); its report goes under DIR/sim. It runs `--draws` of its own
@@ -324,6 +327,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
                         probe_speeds) if cal is not None else None
     speeds: dict[str, list[tuple[float, float]]] = {}  # run tag -> [(duration, host speed)] per engine run
     tries: dict[str, list[int]] = {}  # label -> [sequence-steps that could draft, that did]
+    tries_by_request: dict[str, dict[int, tuple[int, int]]] = {}  # label -> request id -> the same
+    uncut: dict[str, dict[int, dict]] = {}  # label -> request id -> counts of its steps not cut short
     per_request: dict[str, dict] = {}  # label -> request id -> (acceptance counts, rank counts)
     reports, results = [], []
     for i in range(warmup):  # untimed, unpooled: the process's first pass over the trace's shapes
@@ -346,6 +351,12 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
             tried = tries.setdefault(label, [0, 0])
             tried[0] += res.draftable
             tried[1] += res.drafted
+            for rid, h in res.uncut.items():
+                add_counts(uncut.setdefault(label, {}).setdefault(rid, {}), h)
+            by_rid = tries_by_request.setdefault(label, {})
+            for rid, (n, d) in res.tries.items():
+                n0, d0 = by_rid.get(rid, (0, 0))
+                by_rid[rid] = (n0 + n, d0 + d)
     engine_report = pool_runs(reports, results)
     boot: list[dict] = []  # the figures of the calibration's bootstrap profiles
     if cal is not None:
@@ -365,7 +376,10 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         rates, samples = per_depth_rates(merge_counts(h for h, _ in requests.values()))
         if rates:
             path = out / f"acceptance-{label}.json"
-            doc = {**grouped_profile(schemes[label], requests), "samples": samples,
+            n, d = tries.get(label, (0, 0))  # prompt lookup's match rate, per group where some steps found none
+            doc = {**grouped_profile(schemes[label], requests, tries=tries_by_request.get(label) if d < n else None,
+                                     uncut=uncut.get(label)),
+                   "samples": samples,
                    "requests": len(requests), "source": f"engine run of {trace.name}"}
             path.write_text(json.dumps(doc))
             measured[label] = path

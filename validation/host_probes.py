@@ -302,10 +302,33 @@ def draft_node_time(t: dict) -> float:
     return max(0.0, (t["dnode"] - t[f"dpass{DRAFT_PASS_DEPTHS[1]}b{b}"]) / (b * draft_node_rows()))
 
 
-def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=None) -> dict:
+NGRAM_SEQS, NGRAM_PROMPT = (1, 16), 128  # the family's traces' prompts: lookups over 128-176 tokens
+
+
+def ngram_probe(device: str, traffic=None) -> dict:
+    """The engine's prompt lookup (engine.ngram's planner, K = 4, trigrams) in decode steps of
+    NGRAM_SEQS' sequences after NGRAM_PROMPT-token prompts: {"ngram{seqs}": mean drafting time
+    of a step}, amid `traffic` if given. In the engine's runs of the family a lookup reads 5-8x
+    what a tight loop of them does (81 against 8-15 us a sequence at concurrency 1): the numpy
+    calls run cold between the model's passes."""
+    entry = {"scheme": "ngram", "k": 4, "ngram": 3}
+    return {f"ngram{b}": float(statistics.mean(_decode_steps(b, device, entry, 48, traffic, NGRAM_PROMPT)["draft_time"]))
+            for b in NGRAM_SEQS}
+
+
+def ngram_times(t: dict) -> tuple[float, float]:
+    """(seconds per call, per sequence) of prompt lookup from ngram_probe's times: the growth
+    from NGRAM_SEQS' few sequences to its many, per sequence, and the rest of the few's call
+    (neither negative) -> `ngram_call_us`, `ngram_seq_us`."""
+    b0, b1 = NGRAM_SEQS
+    per_seq = max(0.0, (t[f"ngram{b1}"] - t[f"ngram{b0}"]) / (b1 - b0))
+    return max(0.0, t[f"ngram{b0}"] - b0 * per_seq), per_seq
+
+
+def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=None, prompt: int = 16) -> dict:
     """The step columns (numpy arrays) of the decode steps with every sequence in them, of the
     engine on a 1-layer tiny random model (hidden 64), `batch` sequences decoding `tokens` tokens
-    each after a 16-token prompt with the speculation `entry`; with `traffic`, every target and
+    each after a `prompt`-token prompt with the speculation `entry`; with `traffic`, every target and
     drafter pass followed by its read and the engine timed on its clock (the reads left out)."""
     import tempfile
 
@@ -319,7 +342,7 @@ def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=Non
            "serving": {"max_num_seqs": batch, "max_num_batched_tokens": 4096, "page_size": 16,
                        "kv_pages": 64 * batch, "paging": "indexshare"},
            "workload": {"requests": batch, "arrival": {"process": "closed", "concurrency": batch},
-                        "prompt_tokens": {"dist": "fixed", "value": 16},
+                        "prompt_tokens": {"dist": "fixed", "value": prompt},
                         "output_tokens": {"dist": "fixed", "value": tokens}},
            "speculation": [entry],
            "engine": {"checkpoint": {"random_shape": "tiny", "layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2,

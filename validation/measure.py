@@ -16,11 +16,13 @@ import math
 from sim.profiles import MAX_COMPONENTS
 
 RANKS = 10  # candidates per drafted node the engine records (engine/drafting/base.py RANKS)
-# requests per group of a measured mixture: the groups' count grows with the requests (16 requests:
-# quartiles), so the slowest requests, which a closed batch waits for, keep a group of their own
-# (64 requests cut into quartiles averaged the slowest 16: at concurrency 32 the simulator's
-# runs took 4-15% fewer steps than the engine's)
-GROUP_SIZE = 4
+# requests per group of a measured mixture: the groups' count grows with the requests (up to
+# sim.profiles.MAX_COMPONENTS), so the slowest requests, which a closed batch waits for, keep
+# their own acceptance (64 requests cut into quartiles averaged the slowest 16: at concurrency 32
+# the simulator's runs took 4-15% fewer steps than the engine's; in groups of 4 prompt lookup's
+# still 9%, where the engine's slowest request, 54 steps, ran alone for its last 14; one request
+# a group: -0.7%)
+GROUP_SIZE = 1
 
 
 def per_depth_rates(hist: dict[tuple[int, int], int]) -> tuple[list[float], int]:
@@ -73,11 +75,16 @@ def mean_tokens(hist: dict[tuple[int, int], int]) -> float:
     return 1.0 + sum(a * c for (_, a), c in hist.items()) / n if n else 1.0
 
 
-def profile(scheme, hist: dict, ranks: dict) -> dict:
-    """The simulator's acceptance form for what the engine measured of `scheme`."""
+def profile(scheme, hist: dict, ranks: dict, uncut: dict | None = None) -> dict:
+    """The simulator's acceptance form for what the engine measured of `scheme`. EAGLE-2's
+    confidence model is fitted to the tokens per step of `uncut` (the steps whose tree the
+    sequence's end did not cut short; else all of `hist`): the library's trees are whole, and the
+    simulator cuts them near a request's end as the engine does (fitted over every step, at
+    concurrency 4 the cut 7% at 3.9 tokens a step against 5.4, the simulator's EAGLE-2 accepted
+    3-4% fewer drafts than the engine's at every concurrency)."""
     if scheme.name == "eagle2":
         from validation.fit_profiles import fit_confidence
-        tau = mean_tokens(hist)
+        tau = mean_tokens(uncut or hist)
         return {"confidence": {"top1_mean": round(fit_confidence(tau, scheme.max_depth, scheme.topk,
                                                                  scheme.tree_tokens), 4)}}
     if scheme.name in ("medusa", "eagle") and getattr(scheme, "tree_nodes", None) and ranks:
@@ -109,7 +116,8 @@ def merge_counts(counts) -> dict:
     return out
 
 
-def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = GROUP_SIZE) -> dict:
+def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = GROUP_SIZE,
+                    tries: dict[int, tuple[int, int]] | None = None, uncut: dict[int, dict] | None = None) -> dict:
     """The simulator's form for requests whose acceptance differs (prompts differ in how
     predictable they are): `requests` maps a request to its ((drafted depth, accepted) counts,
     (depth, rank) counts). The requests that drafted, ordered by their tokens per verified step,
@@ -117,16 +125,43 @@ def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = 
     its share of them and names them: {mixture: [{weight, <form>, request_ids}, ...]}, so the
     simulator's run of the same requests gives each its own group's acceptance (a closed batch
     ends with its slowest slot: drawn, the simulator's prompt lookup at concurrency 32 took 14%
-    fewer steps than the engine's). With fewer than two groups' worth, the pooled `profile`."""
-    drafted = sorted((mean_tokens(h), rid) for rid, (h, _) in requests.items() if h)
-    groups = min(len(drafted) // max(1, size), MAX_COMPONENTS)
+    fewer steps than the engine's). With fewer than two groups' worth, the pooled `profile`.
+
+    `tries` (prompt lookup: request -> (sequence-steps that could draft, of which drafted)): the
+    requests that could draft are ordered instead by their tokens per such step (a step without
+    a match gives one), and each group gets its own `match`, the share of its steps that drafted
+    (0.42-0.94 by request at concurrency 32; one pooled rate had the simulator's runs end 9.5%
+    sooner than the engine's). A group that never drafted takes the pooled form.
+
+    `uncut` (request -> (drafted depth, accepted) counts of its steps that the sequence's end did
+    not cut short): what `profile` fits EAGLE-2's confidence to."""
+    uncut = uncut or {}
+    if tries is None:
+        order = sorted((mean_tokens(h), rid) for rid, (h, _) in requests.items() if h)
+    else:
+        order = sorted((tokens_per_try(requests.get(rid, ({}, {}))[0], n, d), rid)
+                       for rid, (n, d) in tries.items() if n)
+    groups = min(len(order) // max(1, size), MAX_COMPONENTS)
+    pooled = profile(scheme, merge_counts(h for h, _ in requests.values()), merge_counts(r for _, r in requests.values()),
+                     merge_counts(uncut.values()))
     if groups < 2:
-        return profile(scheme, merge_counts(h for h, _ in requests.values()), merge_counts(r for _, r in requests.values()))
-    n = len(drafted)
+        return pooled
+    n = len(order)
     bounds = [round(i * n / groups) for i in range(groups + 1)]
     out = []
     for a, b in zip(bounds, bounds[1:]):
-        ids = [rid for _, rid in drafted[a:b]]
-        form = profile(scheme, merge_counts(requests[i][0] for i in ids), merge_counts(requests[i][1] for i in ids))
+        ids = [rid for _, rid in order[a:b]]
+        hist = merge_counts(requests[i][0] for i in ids if i in requests)
+        form = profile(scheme, hist, merge_counts(requests[i][1] for i in ids if i in requests),
+                       merge_counts(uncut.get(i, {}) for i in ids)) if hist else pooled
+        if tries is not None:
+            tried, drafted = (sum(tries[i][k] for i in ids) for k in (0, 1))
+            form = {**form, "match": round(drafted / tried, 6)}
         out.append({"weight": round((b - a) / n, 6), **form, "request_ids": sorted(ids)})
     return {"mixture": out}
+
+
+def tokens_per_try(hist: dict[tuple[int, int], int], tried: int, drafted: int) -> float:
+    """Tokens per sequence-step that could draft: a drafted step gives its accepted drafts + 1
+    (mean_tokens over `hist`, the drafted steps' counts), a step without a match one."""
+    return 1.0 + (mean_tokens(hist) - 1.0) * drafted / tried if tried else 1.0

@@ -13,7 +13,7 @@ consumed yet (`Features`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
@@ -33,6 +33,7 @@ class DraftPlan:
     tokens: tuple[int, ...]
     probs: torch.Tensor | None = None  # (K, V) a sampled chain's draft distributions; None: point masses
     cands: dict[int, list[int]] = field(default_factory=dict)  # node (-1: root) -> its ranked candidates
+    cut: bool = False  # drafted shallower than the step's depth: the sequence's end is nearer
 
     @property
     def depth(self) -> int:
@@ -123,7 +124,7 @@ class ModelDrafter:
         out: list = [None] * len(seqs)
         if live:
             for i, plan in zip(live, self.draft([seqs[i] for i in live], [ks[i] for i in live])):
-                out[i] = plan
+                out[i] = replace(plan, cut=True) if plan is not None and ks[i] < d else plan
         return out
 
     def draft(self, seqs, ks: list[int]) -> list[DraftPlan | None]:

@@ -56,6 +56,9 @@ class SpecScheme(Scheme):
     node: Node | None  # where it was written, for errors raised later (e.g. missing acceptance)
 
     dynamic: ClassVar[bool] = False  # trees drawn per step (EAGLE-2) rather than one static shape
+    # its drafter's price counts every sequence offered a draft, whether it drafted or not
+    # (prompt lookup looks each one up), not only the drafting ones
+    prices_tries: ClassVar[bool] = False
 
     @property
     def depth(self) -> int:
