@@ -63,12 +63,10 @@ class EngineResult:
     result: RunResult
     tokens: dict[int, list[int]]  # request id -> generated token ids
     ranks: dict[tuple[int, int], int]  # (depth, rank of the target's token among the drafter's candidates) -> count
-    draftable: int = 0  # sequence-steps that could draft (TimedPlanner)
-    drafted: int = 0  # of which drafted
-    # request id -> ((drafted depth, accepted) counts, (depth, rank) counts): the same, per request
+    # request id -> ((drafted depth, accepted) counts, (depth, rank) counts), per request
     by_request: dict[int, tuple[dict, dict]] = field(default_factory=dict)
-    # request id -> (its sequence-steps that could draft, of which drafted): prompt lookup's match
-    # rate per request
+    # request id -> (its sequence-steps that could draft, of which drafted; TimedPlanner): prompt
+    # lookup's match rate per request
     tries: dict[int, tuple[int, int]] = field(default_factory=dict)
     # request id -> (drafted depth, accepted) counts of its steps whose drafts the sequence's end
     # did not cut short (a model drafter's DraftPlan.cut): EAGLE-2's fit reads these
@@ -76,6 +74,16 @@ class EngineResult:
     # with a `reference` call after every step: the host's speed during the run (validation.compare),
     # the inverse of each call's returned seconds, weighted by its step's duration
     reference_speed: float | None = None
+
+    @property
+    def draftable(self) -> int:
+        """Sequence-steps that could draft (a depth above 0, more than one token left)."""
+        return sum(n for n, _ in self.tries.values())
+
+    @property
+    def drafted(self) -> int:
+        """Of those, the ones that drafted (prompt lookup: where it found a match)."""
+        return sum(d for _, d in self.tries.values())
 
 
 class EngineRun:
@@ -199,8 +207,8 @@ class EngineRun:
         t = self.timed
         by_request = {s.id: (self.sched.by_request.get(s.id, {}), self.ranks_by_request.get(s.id, {}))
                       for s in result.seqs}
-        return EngineResult(result, gen, dict(sorted(self.ranks.items())), t.draftable if t else 0, t.drafted if t else 0,
-                            by_request, dict(sorted(t.tries.items())) if t else {}, dict(sorted(self.uncut.items())),
+        return EngineResult(result, gen, dict(sorted(self.ranks.items())), by_request,
+                            dict(sorted(t.tries.items())) if t else {}, dict(sorted(self.uncut.items())),
                             weighted / busy if busy > 0 else None)
 
     def _drop(self, seq_id: int) -> None:
@@ -343,10 +351,10 @@ class TimedPlanner:
     def __init__(self, planner, sync: Callable[[], None], clock: Callable[[], float] = time.perf_counter):
         self.planner, self.sync, self.clock = planner, sync, clock
         self.last = 0.0  # seconds of this step's plan call (the runner zeroes it before each step)
-        # sequence-steps that could draft (a depth above 0, more than one token left) and did:
-        # prompt lookup drafts only where it finds a match (the simulator's `match`)
-        self.draftable = self.drafted = 0
-        self.tries: dict[int, tuple[int, int]] = {}  # the same per request id
+        # request id -> its sequence-steps that could draft (a depth above 0, more than one token
+        # left), and of those the ones that did: prompt lookup drafts only where it finds a match
+        # (the simulator's `match`)
+        self.tries: dict[int, tuple[int, int]] = {}
 
     def plan(self, seqs):
         t0 = self.clock()
@@ -359,8 +367,6 @@ class TimedPlanner:
                 if s.remaining > 1:
                     n, d = tries.get(s.id, (0, 0))
                     tries[s.id] = (n + 1, d + (p is not None))
-                    self.draftable += 1
-                    self.drafted += p is not None
         return out
 
 

@@ -326,8 +326,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     ticks = timed_ticks(cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES),
                         probe_speeds) if cal is not None else None
     speeds: dict[str, list[tuple[float, float]]] = {}  # run tag -> [(duration, host speed)] per engine run
-    tries: dict[str, list[int]] = {}  # label -> [sequence-steps that could draft, that did]
-    tries_by_request: dict[str, dict[int, tuple[int, int]]] = {}  # label -> request id -> the same
+    # label -> request id -> (sequence-steps that could draft, of which drafted)
+    tries: dict[str, dict[int, tuple[int, int]]] = {}
     uncut: dict[str, dict[int, dict]] = {}  # label -> request id -> counts of its steps not cut short
     per_request: dict[str, dict] = {}  # label -> request id -> (acceptance counts, rank counts)
     reports, results = [], []
@@ -348,12 +348,9 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
                 h0, r0 = mine.setdefault(rid, ({}, {}))
                 add_counts(h0, h)
                 add_counts(r0, rk)
-            tried = tries.setdefault(label, [0, 0])
-            tried[0] += res.draftable
-            tried[1] += res.drafted
             for rid, h in res.uncut.items():
                 add_counts(uncut.setdefault(label, {}).setdefault(rid, {}), h)
-            by_rid = tries_by_request.setdefault(label, {})
+            by_rid = tries.setdefault(label, {})
             for rid, (n, d) in res.tries.items():
                 n0, d0 = by_rid.get(rid, (0, 0))
                 by_rid[rid] = (n0 + n, d0 + d)
@@ -371,20 +368,21 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     hardware = hardware or ROOT / "traces" / "hardware" / "cpu-measured.yaml"
     measured = {}
     schemes = {s.label: s for s in trace.speculation}
+    totals = {label: tuple(sum(x[k] for x in by_rid.values()) for k in (0, 1)) for label, by_rid in tries.items()}
     for label, requests in per_request.items():
         # (drafted depth, accepted) counts over the steps that drafted, every request's together
         rates, samples = per_depth_rates(merge_counts(h for h, _ in requests.values()))
         if rates:
             path = out / f"acceptance-{label}.json"
-            n, d = tries.get(label, (0, 0))  # prompt lookup's match rate, per group where some steps found none
-            doc = {**grouped_profile(schemes[label], requests, tries=tries_by_request.get(label) if d < n else None,
+            n, d = totals.get(label, (0, 0))  # prompt lookup's match rate, per group where some steps found none
+            doc = {**grouped_profile(schemes[label], requests, tries=tries.get(label) if d < n else None,
                                      uncut=uncut.get(label)),
                    "samples": samples,
                    "requests": len(requests), "source": f"engine run of {trace.name}"}
             path.write_text(json.dumps(doc))
             measured[label] = path
     sim_path = out / "sim-trace.yaml"
-    matches = {label: round(d / n, 4) for label, (n, d) in tries.items() if n and d}
+    matches = {label: round(d / n, 4) for label, (n, d) in totals.items() if n and d}
     sim_doc = sim_trace_doc(trace_path, engine_report, hardware, measured, matches)
     sim_path.write_text(yaml.safe_dump(sim_doc, sort_keys=False))
     # the simulator's own draws (acceptance, the device's spells), pooled as the engine's runs are,

@@ -142,10 +142,12 @@ def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = 
         order = sorted((tokens_per_try(requests.get(rid, ({}, {}))[0], n, d), rid)
                        for rid, (n, d) in tries.items() if n)
     groups = min(len(order) // max(1, size), MAX_COMPONENTS)
-    pooled = profile(scheme, merge_counts(h for h, _ in requests.values()), merge_counts(r for _, r in requests.values()),
-                     merge_counts(uncut.values()))
+
+    def pooled() -> dict:  # every request's counts together (EAGLE-2's is a fit: only where needed)
+        return profile(scheme, merge_counts(h for h, _ in requests.values()), merge_counts(r for _, r in requests.values()),
+                       merge_counts(uncut.values()))
     if groups < 2:
-        return pooled
+        return pooled()
     n = len(order)
     bounds = [round(i * n / groups) for i in range(groups + 1)]
     out = []
@@ -153,7 +155,7 @@ def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = 
         ids = [rid for _, rid in order[a:b]]
         hist = merge_counts(requests[i][0] for i in ids if i in requests)
         form = profile(scheme, hist, merge_counts(requests[i][1] for i in ids if i in requests),
-                       merge_counts(uncut.get(i, {}) for i in ids)) if hist else pooled
+                       merge_counts(uncut.get(i, {}) for i in ids)) if hist else pooled()
         if tries is not None:
             tried, drafted = (sum(tries[i][k] for i in ids) for k in (0, 1))
             form = {**form, "match": round(drafted / tried, 6)}

@@ -28,7 +28,7 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # where others beside them decode),
 # {m['draft_seq_s'] * 1e6:.0f} us per sequence of a step's first drafter pass, {m['draft_pass_seq_s'] * 1e6:.0f} us of each later one,
 # {m['draft_node_s'] * 1e6:.1f} us per further node a tree level expands;
-# prompt lookup {m.get('ngram_call_s', 0) * 1e6:.0f} us per step and {m.get('ngram_seq_s', 0) * 1e6:.1f} us per sequence;
+# prompt lookup {m['ngram_call_s'] * 1e6:.0f} us per step and {m['ngram_seq_s'] * 1e6:.1f} us per sequence;
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
 # paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s{f" ({m['kv_sizes'][-1][1] * m['stream_bw'] / 1e9:.2f} GB/s over {m['kv_sizes'][-1][0]:.0f} MiB)" if m.get('kv_sizes') else ''}{f", {m['kv_sizes_warm'][KV_MIDDLE][1] * m['stream_bw'] / 1e9:.2f} GB/s from the last-level cache" if m.get('kv_sizes_warm') else ''}; attention products
 # of sequences with several query tokens at {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}, {m['fused_query_s'] * 1e6:.2f} us
@@ -82,8 +82,8 @@ mixed_query_us: {m['mixed_query_s'] * 1e6:.1f}
 draft_seq_us: {m['draft_seq_s'] * 1e6:.1f}
 draft_pass_seq_us: {m['draft_pass_seq_s'] * 1e6:.1f}
 draft_node_us: {m['draft_node_s'] * 1e6:.2f}
-ngram_call_us: {m.get('ngram_call_s', 0) * 1e6:.1f}
-ngram_seq_us: {m.get('ngram_seq_s', 0) * 1e6:.2f}
+ngram_call_us: {m['ngram_call_s'] * 1e6:.1f}
+ngram_seq_us: {m['ngram_seq_s'] * 1e6:.2f}
 """ + _gemm_rows_yaml("gemm_rows", m.get("gemm_rows"), "weights read from memory") \
         + _gemm_rows_yaml("gemm_rows_warm", m.get("gemm_rows_warm"),
                           f"weights in the last-level cache, passes {m.get('warm_gap_s', 0) * 1e3:g} ms apart") \
