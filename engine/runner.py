@@ -12,8 +12,9 @@ torch.cuda.synchronize() before each reading). Idle time does not exist on it: w
 arrivals the engine admits every request whose arrival time the clock has passed before each
 step, and when nothing can run it jumps the clock to the next arrival. So latencies are what a
 replica running back to back would see, wherever the host spends its time between steps (the
-report's writing, the progress bar). Closed-loop runs add a new request each time one finishes,
-stamped with the clock at that moment, as the simulator does.
+report's writing, the progress bar, the measurements kept for validation: `_tally`). Closed-loop
+runs add a new request each time one finishes, stamped with the clock at that moment, as the
+simulator does.
 
 Per-step rows carry the measured duration; flops, bytes and bound come from sim's cost model
 (`sim.cost.ForwardCost`) for the model actually run, priced on the trace's `hardware:` (the
@@ -29,6 +30,7 @@ from typing import Callable
 
 import torch
 
+from engine.confidence_log import ConfidenceLog
 from engine.drafting import SCHEMES, DraftContext, make_drafter
 from engine.drafting.heads import Drafters
 from engine.kv_cache import KVCache, SlotTables, pages_bound
@@ -74,6 +76,8 @@ class EngineResult:
     # with a `reference` call after every step: the host's speed during the run (validation.compare),
     # the inverse of each call's returned seconds, weighted by its step's duration
     reference_speed: float | None = None
+    # request id -> its EAGLE-2 drafter's confidences and the target's answers (temperature 0)
+    confidence: dict[int, ConfidenceLog] = field(default_factory=dict)
 
     @property
     def draftable(self) -> int:
@@ -124,6 +128,7 @@ class EngineRun:
         self.sched.by_request = {}  # acceptance per request (validation.compare: requests differ)
         self.ranks_by_request: dict[int, dict[tuple[int, int], int]] = {}
         self.uncut: dict[int, dict[tuple[int, int], int]] = {}  # EngineResult.uncut
+        self.confidence: dict[int, ConfidenceLog] = {}  # EngineResult.confidence
         self.kv = self.sched.kv
         reqs = workload.requests
         live = min(serving.max_num_seqs, workload.closed_concurrency or len(reqs))
@@ -176,6 +181,7 @@ class EngineRun:
             emitted, paths = self._forward_verify(batch)
             sync()
             dt = clock() - t0
+            self._tally(batch, emitted, paths)
             finished = self.sched.commit(batch, paths, self.now + dt)
             copies = batch.copies
             if copies:  # naive trees: accepted nodes move to consecutive positions, before anything reuses pages
@@ -209,7 +215,7 @@ class EngineRun:
                       for s in result.seqs}
         return EngineResult(result, gen, dict(sorted(self.ranks.items())), by_request,
                             dict(sorted(t.tries.items())) if t else {}, dict(sorted(self.uncut.items())),
-                            weighted / busy if busy > 0 else None)
+                            weighted / busy if busy > 0 else None, dict(sorted(self.confidence.items())))
 
     def _drop(self, seq_id: int) -> None:
         self.tables.drop(seq_id)
@@ -264,16 +270,23 @@ class EngineRun:
                 paths[i] = list(range(k - 1)) if path is None else path[b][:k - 1]
         if self.features:
             self._observe(batch, step, hidden, paths)
-        for i in range(n):
-            cands = getattr(batch.plans[i], "cands", None)
+        return emitted, paths
+
+    def _tally(self, batch, emitted: list[list[int]], paths: list[list[int]]) -> None:
+        """The measurements a step leaves for validation, off the step's clock (the simulator
+        prices no such bookkeeping): ranks, EAGLE-2's confidences (temperature 0), the counts of
+        steps not cut short."""
+        for i, plan in enumerate(batch.plans):
+            cands = getattr(plan, "cands", None)
             if cands and self.temperature == 0:
-                self._count_ranks(cands, emitted[i], paths[i], self.ranks_by_request.setdefault(batch.seqs[i].id, {}))
-            plan = batch.plans[i]
+                rid = batch.seqs[i].id
+                self._count_ranks(cands, emitted[i], paths[i], self.ranks_by_request.setdefault(rid, {}))
+                if plan.cand_probs:
+                    self.confidence.setdefault(rid, ConfidenceLog()).record(plan.cand_probs, cands, emitted[i], paths[i])
             if batch.trees[i] and not getattr(plan, "cut", True):
                 mine = self.uncut.setdefault(batch.seqs[i].id, {})
                 key = (plan.depth, len(paths[i]))
                 mine[key] = mine.get(key, 0) + 1
-        return emitted, paths
 
     def _observe(self, batch, step: StepBatch, hidden: torch.Tensor, paths: list[list[int]]) -> None:
         """Hand the drafter the target's features of every position this step committed."""

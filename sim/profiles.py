@@ -3,7 +3,9 @@
     {per_depth: [a1, ..., aK]}        chain; depth j accepted with probability a_j given j-1 was
     {mean_accepted: tau}              tau tokens per step (bonus included) -> a constant rate
     {rank_depth: [[p11, p12], ...]}   trees; row d: P(the r-th ranked candidate at depth d is the target's)
-    {confidence: {top1_mean, ...}}    EAGLE-2 dynamic trees (sim/dyntree.py)
+    {confidence: {top1_mean, ...}}    EAGLE-2 dynamic trees (sim/dyntree.py): top1_mean,
+                                      top1_concentration, depth_decay, tail (or measured
+                                      shares: [s1, s2, ...]), calibration, sharpness
     {mixture: [{weight: w, <form>: ...}, ...]}
                                       requests differ: each request draws one component (in
                                       proportion to the weights) and keeps it; every component
@@ -68,8 +70,10 @@ class Acceptance:
                                 for g, (w, a) in enumerate(self.components)], "source": self.source}
         if self.confidence is not None:
             c = self.confidence
+            extra = {**({"sharpness": c.sharpness} if c.sharpness != 1.0 else {}),
+                     **({"shares": list(c.shares)} if c.shares else {})}
             return {"confidence": {"top1_mean": c.top1_mean, "top1_concentration": c.top1_concentration,
-                                   "depth_decay": c.depth_decay, "tail": c.tail, "calibration": c.calibration},
+                                   "depth_decay": c.depth_decay, "tail": c.tail, "calibration": c.calibration, **extra},
                     "source": self.source}
         return {"rank_depth": [list(r) for r in self.rank.probs], "source": self.source}
 
@@ -115,14 +119,25 @@ def _mixture(sub: Node, depth: int, source: str) -> Acceptance:
     total = sum(w for w, _ in comps)
     comps = tuple((w / total, a) for w, a in comps)
     if comps[0][1].confidence is not None:
-        names = [f.name for f in fields(Confidence)]
-        pooled = Confidence(**{n: sum(w * getattr(a.confidence, n) for w, a in comps) for n in names})
+        names = [f.name for f in fields(Confidence) if f.name != "shares"]
+        pooled = Confidence(**{n: sum(w * getattr(a.confidence, n) for w, a in comps) for n in names},
+                            shares=pooled_shares(comps))
         return Acceptance(confidence=pooled, source=source, components=comps, assigned=assigned)
     rows = max(len(a.rank.probs) for _, a in comps)
     ranks = [max(len(a.rank.p_row(d)) for _, a in comps) for d in range(1, rows + 1)]
     probs = tuple(tuple(sum(w * a.rank.p(d, r) for w, a in comps) for r in range(ranks[d - 1]))
                   for d in range(1, rows + 1))
     return Acceptance(rank=RankDepth(probs), source=source, components=comps, assigned=assigned)
+
+
+def pooled_shares(comps) -> tuple[float, ...]:
+    """The components' `shares` weighted rank by rank (as far as the shortest goes; () if one
+    has none: the geometric tail then shapes the pooled model)."""
+    rows = [(w, a.confidence.shares) for w, a in comps]
+    if not all(s for _, s in rows):
+        return ()
+    n = min(len(s) for _, s in rows)
+    return tuple(sum(w * s[r] for w, s in rows) for r in range(n))
 
 
 def _prob(n: Node) -> float:
@@ -145,14 +160,20 @@ def _form(key: str, sub: Node, depth: int, source: str) -> Acceptance:
                 raise row.error(f"expected ranks at one depth to sum to at most 1, got {sum(probs):.4g}")
             rows.append(probs)
         return Acceptance(rank=RankDepth(tuple(rows)), source=source)
-    f = sub.mapping(("top1_mean", "top1_concentration", "depth_decay", "tail", "calibration"), required=("top1_mean",))
+    f = sub.mapping(("top1_mean", "top1_concentration", "depth_decay", "tail", "calibration", "sharpness", "shares"),
+                    required=("top1_mean",))
     d = Confidence()
+    shares = tuple(_prob(n) for n in f["shares"].seq(min_len=1, max_len=1024)) if "shares" in f else ()
+    if sum(shares) > 1.0 + 1e-9:
+        raise f["shares"].error(f"expected shares of the mass beyond the top-1 summing to at most 1, got {sum(shares):.4g}")
     return Acceptance(confidence=Confidence(
         top1_mean=f["top1_mean"].number(lo=0.0, hi=1.0, lo_open=True),
         top1_concentration=f["top1_concentration"].number(lo=0.0, hi=1e4, lo_open=True) if "top1_concentration" in f else d.top1_concentration,
         depth_decay=f["depth_decay"].number(lo=0.0, hi=1.0, lo_open=True) if "depth_decay" in f else d.depth_decay,
         tail=f["tail"].number(lo=0.0, hi=1.0) if "tail" in f else d.tail,
         calibration=f["calibration"].number(lo=0.0, hi=1.0) if "calibration" in f else d.calibration,
+        sharpness=f["sharpness"].number(lo=0.0, hi=100.0, lo_open=True) if "sharpness" in f else d.sharpness,
+        shares=shares,
     ), source=source)
 
 

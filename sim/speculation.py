@@ -37,7 +37,8 @@ class Speculator:
         # requests differ (a mixture): each request keeps one component, assigned in arrival order
         # along a seeded low-discrepancy sequence, so the shares follow the weights closely
         self.groups = scheme.acceptance.groups()
-        self.libraries = ([TreeLibrary(a.confidence, scheme.topk, scheme.tree_tokens, seed) for _, a in self.groups]
+        self.libraries = ([TreeLibrary(a.confidence, scheme.topk, scheme.tree_tokens, seed, vocab=trace.model.vocab)
+                           for _, a in self.groups]
                           if scheme.dynamic else None)
         self.library = self.libraries[0] if self.libraries else None
         self.mixed = len(self.groups) > 1

@@ -112,6 +112,29 @@ def test_drafts_depend_on_the_sequence_alone(tmp_path):
     assert alone == batched
 
 
+def test_eagle2_records_its_confidences_beside_the_ranks(tmp_path):
+    """At temperature 0 an EAGLE-2 run records (engine/confidence_log.py) one pick per rank it
+    counts, the pick's rank the same (-1 where the rank count says none of the candidates), the
+    candidates' probabilities ranked and summing to at most 1, and at least every plan's root."""
+    res = run_all(tmp_path, speculation=[s for s in SCHEMES if s["scheme"] == "eagle2"])["eagle2"]
+    logs = res.confidence
+    assert set(logs) == {rid for rid, (_, ranks) in res.by_request.items() if ranks}
+    for rid, log in logs.items():
+        ranks = res.by_request[rid][1]
+        assert len(log.picks) == sum(ranks.values())
+        got: dict = {}
+        for probs, r in log.picks:
+            assert list(probs) == sorted(probs, reverse=True) and sum(probs) <= 1 + 1e-6
+            key = r if r >= 0 else len(probs)
+            got[key] = got.get(key, 0) + 1
+        want: dict = {}
+        for (_, r), n in ranks.items():
+            want[r] = want.get(r, 0) + n
+        assert got == want
+        assert log.top1[0] >= sum(h for h in res.by_request[rid][0].values())  # every plan's root at least
+        assert 0 < log.top1[1] <= log.top1[0] and log.rank_mass[0] == pytest.approx(log.top1[1])
+
+
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_a_draft_model_equal_to_the_target_is_always_accepted(tmp_path, temperature):
     """At temperature 0 its greedy drafts are the target's; at temperature 1 a chain drafter

@@ -8,7 +8,9 @@ For each domain (code, text) and temperature (0, 1) the engine runs, closed loop
 1. the chains: ngram, draft, mtp (1 and 2 modules), eagle (depth 5), and Medusa's heads as a chain,
    whose accepted paths give per-rank acceptance (temperature 0);
 2. the trees built from those ranks as the simulator builds them: Medusa's default 63-node tree,
-   an EAGLE static tree of 32 nodes, and eagle2 (depth 6, top-8, 60 tokens).
+   an EAGLE static tree of 32 nodes, and eagle2 (depth 6, top-8, 60 tokens; at temperature 0
+   its confidence model takes the shape its drafter's record gives, validation/confidence.py,
+   every request pooled).
 Each run writes `<out>/<label>-<domain>-t<T>.json` (its profile in the simulator's form, the
 histogram of accepted drafts per step, per-rank counts, the sample size) and the command prints a
 table; `<out>/summary.json` collects the tokens per step and, at temperature 0, whether each
@@ -26,8 +28,9 @@ from pathlib import Path
 
 import yaml
 
+from validation.confidence import merged, run_shape
 from validation.measure import (RANKS, accepted_histogram, drafted_counts, mean_tokens, per_depth_rates, profile,
-                                rank_rows)
+                                rank_rows, vocab_of)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAINS = [
@@ -82,7 +85,8 @@ def run(family: str, domain: str, temperature: float, requests: int, schemes: li
             continue
         res = next(r for tag, r in results.items() if tag.rsplit("-", 1)[0] == scheme.label)
         hist = drafted_counts(res.result)
-        out[scheme.label] = {"scheme": scheme, "hist": hist, "ranks": res.ranks, "same_as_none": res.tokens == plain}
+        out[scheme.label] = {"scheme": scheme, "hist": hist, "ranks": res.ranks, "same_as_none": res.tokens == plain,
+                             "confidence": merged(res.confidence.values())}
     return out
 
 
@@ -118,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
                 hist, scheme = m["hist"], m["scheme"]
                 tau = mean_tokens(hist)
                 rates, samples = per_depth_rates(hist)
-                doc = {**profile(scheme, hist, m["ranks"]), "source": f"engine, family {args.family}, "
+                log = m["confidence"]  # EAGLE-2's drafter at temperature 0: the measured shape
+                shape = run_shape(log, scheme.topk, vocab_of(scheme)) if log.top1[0] else None
+                doc = {**profile(scheme, hist, m["ranks"], None, shape), "source": f"engine, family {args.family}, "
                        f"{args.requests} held-out {domain} prompts, temperature {temp:g}",
                        "scheme": scheme.name, "domain": domain, "temperature": temp, "samples": samples,
                        "histogram": {str(k): v for k, v in accepted_histogram(hist).items()},

@@ -81,6 +81,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from engine.confidence_log import ConfidenceLog
 from sim.metrics import dist, latencies, request_arrays
 from sim.models import ModelSpec
 from sim.report import acceptance_entry, fill_speedups, run_tag
@@ -329,6 +330,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     # label -> request id -> (sequence-steps that could draft, of which drafted)
     tries: dict[str, dict[int, tuple[int, int]]] = {}
     uncut: dict[str, dict[int, dict]] = {}  # label -> request id -> counts of its steps not cut short
+    confidence: dict[str, dict[int, ConfidenceLog]] = {}  # label -> request id -> EAGLE-2's drafter record
     per_request: dict[str, dict] = {}  # label -> request id -> (acceptance counts, rank counts)
     reports, results = [], []
     for i in range(warmup):  # untimed, unpooled: the process's first pass over the trace's shapes
@@ -350,6 +352,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
                 add_counts(r0, rk)
             for rid, h in res.uncut.items():
                 add_counts(uncut.setdefault(label, {}).setdefault(rid, {}), h)
+            for rid, log in res.confidence.items():
+                confidence.setdefault(label, {}).setdefault(rid, ConfidenceLog()).merge(log)
             by_rid = tries.setdefault(label, {})
             for rid, (n, d) in res.tries.items():
                 n0, d0 = by_rid.get(rid, (0, 0))
@@ -376,7 +380,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
             path = out / f"acceptance-{label}.json"
             n, d = totals.get(label, (0, 0))  # prompt lookup's match rate, per group where some steps found none
             doc = {**grouped_profile(schemes[label], requests, tries=tries.get(label) if d < n else None,
-                                     uncut=uncut.get(label)),
+                                     uncut=uncut.get(label), confidence=confidence.get(label)),
                    "samples": samples,
                    "requests": len(requests), "source": f"engine run of {trace.name}"}
             path.write_text(json.dumps(doc))

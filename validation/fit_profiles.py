@@ -8,6 +8,8 @@ tests/test_profiles.py checks each profile still reproduces its `published.mean_
 """
 from __future__ import annotations
 
+import math
+
 from sim import trees as T
 from sim.acceptance import RankDepth
 from sim.dyntree import Confidence, TreeLibrary
@@ -24,13 +26,28 @@ def bisect(f, lo: float, hi: float, target: float, iters: int = 40) -> float:
     return (lo + hi) / 2
 
 
-def confidence_tau(top1_mean: float, depth: int, topk: int, tree_tokens: int, size: int = 512, **kw) -> float:
-    lib = TreeLibrary(Confidence(top1_mean=top1_mean, **kw), topk, tree_tokens, seed=0, size=size)
+def confidence_tau(top1_mean: float, depth: int, topk: int, tree_tokens: int, size: int = 512, vocab: int = 0,
+                   **kw) -> float:
+    lib = TreeLibrary(Confidence(top1_mean=top1_mean, **kw), topk, tree_tokens, seed=0, size=size, vocab=vocab)
     return 1.0 + lib.expected(depth)
 
 
 def fit_confidence(tau: float, depth: int, topk: int, tree_tokens: int, **kw) -> float:
     return bisect(lambda m: confidence_tau(m, depth, topk, tree_tokens, **kw), 0.01, 0.99, tau, iters=20)
+
+
+SHARPNESS_RANGE = (0.25, 16.0)  # the sharpness a fit may take (sim.dyntree.Confidence.sharpness)
+
+
+def fit_sharpness(tau: float, top1_mean: float, depth: int, topk: int, tree_tokens: int, **kw) -> float | None:
+    """The sharpness in SHARPNESS_RANGE at which the confidence model gives `tau` tokens per step
+    (tau grows with it: the target takes the drafter's most confident candidate more often),
+    bisected on its log; None where tau lies beyond what the range's ends give."""
+    lo, hi = (math.log(x) for x in SHARPNESS_RANGE)
+    f = lambda x: confidence_tau(top1_mean, depth, topk, tree_tokens, sharpness=math.exp(x), **kw)  # noqa: E731
+    if not f(lo) <= tau <= f(hi):
+        return None
+    return math.exp(bisect(f, lo, hi, tau, iters=20))
 
 
 def ranked_rows(top1: list[float], topk_mass: list[float], ranks: int) -> tuple[tuple[float, ...], ...]:

@@ -75,22 +75,43 @@ def mean_tokens(hist: dict[tuple[int, int], int]) -> float:
     return 1.0 + sum(a * c for (_, a), c in hist.items()) / n if n else 1.0
 
 
-def profile(scheme, hist: dict, ranks: dict, uncut: dict | None = None) -> dict:
+def profile(scheme, hist: dict, ranks: dict, uncut: dict | None = None, shape: dict | None = None) -> dict:
     """The simulator's acceptance form for what the engine measured of `scheme`. EAGLE-2's
-    confidence model is fitted to the tokens per step of `uncut` (the steps whose tree the
-    sequence's end did not cut short; else all of `hist`): the library's trees are whole, and the
-    simulator cuts them near a request's end as the engine does (fitted over every step, at
-    concurrency 4 the cut 7% at 3.9 tokens a step against 5.4, the simulator's EAGLE-2 accepted
-    3-4% fewer drafts than the engine's at every concurrency)."""
+    confidence model (`confidence_fit`) is fitted to the tokens per step of `uncut` (the steps whose tree the sequence's end did not cut short; else all of
+    `hist`): the library's trees are whole, and the simulator cuts them near a request's end as
+    the engine does (fitted over every step, at concurrency 4 the cut 7% at 3.9 tokens a step
+    against 5.4, the simulator's EAGLE-2 accepted 3-4% fewer drafts than the engine's at every
+    concurrency)."""
     if scheme.name == "eagle2":
-        from validation.fit_profiles import fit_confidence
-        tau = mean_tokens(uncut or hist)
-        return {"confidence": {"top1_mean": round(fit_confidence(tau, scheme.max_depth, scheme.topk,
-                                                                 scheme.tree_tokens), 4)}}
+        return {"confidence": confidence_fit(scheme, mean_tokens(uncut or hist), shape)}
     if scheme.name in ("medusa", "eagle") and getattr(scheme, "tree_nodes", None) and ranks:
         return {"rank_depth": [[math.floor(x * 1e5) / 1e5 for x in row] for row in rank_rows(ranks, RANKS)]}
     rates, _ = per_depth_rates(hist)
     return {"per_depth": [round(r, 5) for r in rates]}
+
+
+def confidence_fit(scheme, tau: float, shape: dict | None) -> dict:
+    """EAGLE-2's confidence fields for `tau` tokens per step. With a measured `shape`
+    (validation.confidence.group_shape: top-1 mean and concentration, shares, the run's
+    maximum-likelihood sharpness) the top-1 mean is solved for tau, the rest kept as measured;
+    where tau lies below what the least top-1 mean (0.01) gives, the sharpness is solved instead
+    at the measured top-1 mean (its range's low end where even that falls short). Without a
+    shape, the top-1 mean at the model's other defaults."""
+    from validation.fit_profiles import SHARPNESS_RANGE, confidence_tau, fit_confidence, fit_sharpness
+    args = (scheme.max_depth, scheme.topk, scheme.tree_tokens)
+    if not shape:
+        return {"top1_mean": round(fit_confidence(tau, *args), 4)}
+    kw = {"top1_concentration": shape["top1_concentration"], "shares": tuple(shape.get("shares", ())),
+          "vocab": vocab_of(scheme)}
+    if tau >= confidence_tau(0.01, *args, sharpness=shape["sharpness"], **kw):
+        return {**shape, "top1_mean": round(fit_confidence(tau, *args, sharpness=shape["sharpness"], **kw), 4)}
+    gamma = fit_sharpness(tau, shape["top1_mean"], *args, **kw)
+    return {**shape, "sharpness": round(gamma if gamma is not None else SHARPNESS_RANGE[0], 4)}
+
+
+def vocab_of(scheme) -> int:
+    """The drafter's vocabulary (EAGLE-2's head; 0 where the scheme names none)."""
+    return getattr(getattr(scheme, "head", None), "vocab", 0) or 0
 
 
 def histogram_distance(a: dict[str, int], b: dict[str, int]) -> float:
@@ -117,7 +138,8 @@ def merge_counts(counts) -> dict:
 
 
 def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = GROUP_SIZE,
-                    tries: dict[int, tuple[int, int]] | None = None, uncut: dict[int, dict] | None = None) -> dict:
+                    tries: dict[int, tuple[int, int]] | None = None, uncut: dict[int, dict] | None = None,
+                    confidence: dict | None = None) -> dict:
     """The simulator's form for requests whose acceptance differs (prompts differ in how
     predictable they are): `requests` maps a request to its ((drafted depth, accepted) counts,
     (depth, rank) counts). The requests that drafted, ordered by their tokens per verified step,
@@ -134,8 +156,17 @@ def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = 
     sooner than the engine's). A group that never drafted takes the pooled form.
 
     `uncut` (request -> (drafted depth, accepted) counts of its steps that the sequence's end did
-    not cut short): what `profile` fits EAGLE-2's confidence to."""
+    not cut short): what `profile` fits EAGLE-2's confidence to. `confidence` (request ->
+    engine.confidence_log.ConfidenceLog): EAGLE-2's measured shape (validation.confidence), the
+    run's sharpness and shares with each group's own top-1 concentration."""
     uncut = uncut or {}
+    run, logs = None, confidence or {}
+    if logs:
+        from validation.confidence import group_shape, merged, run_shape
+        run = run_shape(merged(logs.values()), scheme.topk, vocab_of(scheme))
+
+    def shape(ids) -> dict | None:
+        return group_shape(merged(logs[i] for i in ids if i in logs), run) if run else None
     if tries is None:
         order = sorted((mean_tokens(h), rid) for rid, (h, _) in requests.items() if h)
     else:
@@ -145,7 +176,7 @@ def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = 
 
     def pooled() -> dict:  # every request's counts together (EAGLE-2's is a fit: only where needed)
         return profile(scheme, merge_counts(h for h, _ in requests.values()), merge_counts(r for _, r in requests.values()),
-                       merge_counts(uncut.values()))
+                       merge_counts(uncut.values()), run)
     if groups < 2:
         return pooled()
     n = len(order)
@@ -155,7 +186,7 @@ def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = 
         ids = [rid for _, rid in order[a:b]]
         hist = merge_counts(requests[i][0] for i in ids if i in requests)
         form = profile(scheme, hist, merge_counts(requests[i][1] for i in ids if i in requests),
-                       merge_counts(uncut.get(i, {}) for i in ids)) if hist else pooled()
+                       merge_counts(uncut.get(i, {}) for i in ids), shape(ids)) if hist else pooled()
         if tries is not None:
             tried, drafted = (sum(tries[i][k] for i in ids) for k in (0, 1))
             form = {**form, "match": round(drafted / tried, 6)}

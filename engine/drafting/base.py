@@ -33,6 +33,8 @@ class DraftPlan:
     tokens: tuple[int, ...]
     probs: torch.Tensor | None = None  # (K, V) a sampled chain's draft distributions; None: point masses
     cands: dict[int, list[int]] = field(default_factory=dict)  # node (-1: root) -> its ranked candidates
+    # node -> the drafter's probabilities of those candidates (EAGLE-2: engine/confidence_log.py)
+    cand_probs: dict[int, list[float]] = field(default_factory=dict)
     cut: bool = False  # drafted shallower than the step's depth: the sequence's end is nearer
 
     @property

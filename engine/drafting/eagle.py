@@ -161,6 +161,7 @@ def grow_dynamic(grows: list[Grow], ks: list[int], k: int, tree_tokens: int, exp
     features and logits in the Grows (EagleDrafter._expand; the calibration's probe fills random
     logits, to time this bookkeeping alone)."""
     cands: list[dict[int, list[int]]] = [{} for _ in grows]
+    probs: list[dict[int, list[float]]] = [{} for _ in grows]
 
     def children(pairs: list[tuple[int, int]]) -> None:
         """Top-k children (by the head's probability) of each (sequence, node), in one call."""
@@ -170,6 +171,7 @@ def grow_dynamic(grows: list[Grow], ks: list[int], k: int, tree_tokens: int, exp
         for (b, nid), ii, vv in zip(pairs, ids, vals):
             g = grows[b]
             cands[b][nid] = ii[:RANKS]
+            probs[b][nid] = vv[:max(k, RANKS)]
             base = 1.0 if nid < 0 else g.value[nid]
             for t, p in zip(ii[:k], vv[:k]):
                 g.add(t, nid, base * p)
@@ -194,5 +196,8 @@ def grow_dynamic(grows: list[Grow], ks: list[int], k: int, tree_tokens: int, exp
         new = {old: i for i, old in enumerate(keep)}
         parents = tuple(-1 if g.parent[j] < 0 else new[g.parent[j]] for j in keep)
         c = {(-1 if nid < 0 else new[nid]): v for nid, v in cands[b].items() if nid < 0 or nid in new}
-        out.append(DraftPlan(parents=parents, tokens=tuple(g.token[j] for j in keep), cands=c))
+        # every expanded node's candidates' probabilities, pruned or kept (ids past the kept ones)
+        order = {nid: (-1 if nid < 0 else new.get(nid, len(keep) + i)) for i, nid in enumerate(probs[b])}
+        out.append(DraftPlan(parents=parents, tokens=tuple(g.token[j] for j in keep), cands=c,
+                             cand_probs={order[nid]: v for nid, v in probs[b].items()}))
     return out
