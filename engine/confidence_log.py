@@ -31,10 +31,7 @@ class ConfidenceLog:
             self.top1[0] += 1
             self.top1[1] += probs[0]
             self.top1[2] += probs[0] * probs[0]
-            if len(self.rank_mass) < len(probs):
-                self.rank_mass.extend([0.0] * (len(probs) - len(self.rank_mass)))
-            for r, p in enumerate(probs):
-                self.rank_mass[r] += p
+            self._add_mass(probs)
         node = -1
         for d, tok in enumerate(emitted):
             probs, toks = cand_probs.get(node), cands.get(node)
@@ -49,9 +46,13 @@ class ConfidenceLog:
         """self += other; returns self."""
         for i in range(3):
             self.top1[i] += other.top1[i]
-        if len(self.rank_mass) < len(other.rank_mass):
-            self.rank_mass.extend([0.0] * (len(other.rank_mass) - len(self.rank_mass)))
-        for r, m in enumerate(other.rank_mass):
-            self.rank_mass[r] += m
+        self._add_mass(other.rank_mass)
         self.picks.extend(other.picks)
         return self
+
+    def _add_mass(self, by_rank) -> None:
+        """rank_mass += by_rank, rank by rank (growing to its length)."""
+        if len(self.rank_mass) < len(by_rank):
+            self.rank_mass.extend([0.0] * (len(by_rank) - len(self.rank_mass)))
+        for r, m in enumerate(by_rank):
+            self.rank_mass[r] += m

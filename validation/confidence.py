@@ -13,8 +13,9 @@ the run's shares and sharpness; its top-1 mean is solved for its measured tokens
 (validation.measure.confidence_fit). Solved that way with the paper's calibrated drafter (γ = 1,
 a geometric tail), the family's EAGLE-2 trees came out nearly always 6 deep (98% against the
 engine's 56%) and its accepted drafts per step 0.19-0.24 apart in total variation from the
-engine's; with the measured shape, 0.043-0.057 at concurrency 1-32. (Keeping each request's measured top-1 mean and
-solving its sharpness instead read 0.09-0.11, the sharpness ranging 1.4-16 over the requests.)
+engine's; with the measured shape, 0.043-0.057 at concurrency 1-32. (Keeping each request's
+measured top-1 mean and solving its sharpness instead read 0.09-0.11, the sharpness ranging
+1.4-16 over the requests.)
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import math
 import numpy as np
 
 from engine.confidence_log import ConfidenceLog
+from sim.dyntree import Confidence
 from validation.fit_profiles import SHARPNESS_RANGE
 
 LEAST_NODES = 20  # expanded nodes below which a group's top-1 moments fall back on the pooled ones
@@ -32,7 +34,7 @@ def top1_concentration(log: ConfidenceLog) -> float:
     """a + b of the Beta with the top-1 probabilities' mean and variance (0.1 .. 1e4)."""
     n, s, s2 = log.top1
     if n < 2:
-        return 4.0  # sim.dyntree.Confidence's default
+        return Confidence().top1_concentration
     m = s / n
     var = max(s2 / n - m * m, 1e-12)
     return float(min(1e4, max(0.1, m * (1 - m) / var - 1)))
@@ -105,7 +107,7 @@ def run_shape(pooled: ConfidenceLog, topk: int, vocab: int) -> dict:
     concentration (`group_shape` takes a group's own), the shares, and the sharpness by maximum
     likelihood (the fit of a group's tokens per step solves its own, validation.measure.profile)."""
     n, s, _ = pooled.top1
-    shape = {"top1_mean": round(s / n, 4) if n else 0.7, "top1_concentration": round(top1_concentration(pooled), 4),
+    shape = {"top1_mean": round(s / n, 4) if n else Confidence().top1_mean, "top1_concentration": round(top1_concentration(pooled), 4),
              "sharpness": sharpness(pooled.picks, topk, vocab)}
     shares = rank_shares(pooled, topk)
     return {**shape, "shares": list(shares)} if shares else shape
