@@ -5,14 +5,18 @@ import time
 
 import numpy as np
 import yaml
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from sim.metrics import dist
+from sim.spec import load_trace
 
-from validation.compare import METRICS, compare, errors, group_percentiles, per_depth_rates, pool_runs
+from validation.compare import METRICS, compare, errors, group_percentiles, per_depth_rates, pool_runs, rotated
 from tests.helpers import write_trace
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -70,6 +74,33 @@ def test_repeated_engine_runs_are_pooled_end_to_end():
     assert s["acceptance"]["histogram"] == {"0": 2, "1": 3, "2": 3}
     assert s["summary"]["speedup_vs_baseline"] == 1.0  # its own baseline, pooled
     assert r1["runs"][0]["summary"]["steps"] == 10  # the runs' own reports untouched
+
+
+def test_engine_runs_take_the_schemes_in_rotated_orders_and_pool_them_by_scheme():
+    trace = load_trace(ROOT / "traces" / "family-schemes.yaml")
+    labels = [s.label for s in trace.speculation]
+    orders = [[s.label for s in rotated(trace, i, 4).speculation] for i in range(4)]
+    assert orders[0] == labels  # the first run keeps the trace's order
+    assert all(sorted(o) == sorted(labels) for o in orders)
+    first = [o[0] for o in orders]
+    assert len(set(first)) == 4  # a different scheme leads each run
+    last_place = {lab: [o.index(lab) for o in orders] for lab in labels}
+    assert all(max(p) - min(p) >= 4 for p in last_place.values())  # each scheme runs early and late
+    assert rotated(trace, 0, 1) is trace
+
+    def report(order, scale):
+        runs = [{"label": lab, "concurrency": 1,
+                 "summary": {"throughput_tok_s": 10 / d, "output_tokens": 10, "duration_s": d, "steps": 5, "draft_s": 0.0,
+                             "ttft_s": {}, "tpot_s": {}, "allocator": {"page_allocs": 1, "page_frees": 1, "peak_pages": 1}}}
+                for lab, d in ((lab, scale * {"none": 1.0, "mtp": 2.0}[lab]) for lab in order)]
+        return {"model": {}, "runs": runs}
+
+    res = SimpleNamespace(seqs=[], acceptance={}, decode_seq_steps=0)
+    pooled = pool_runs([report(["none", "mtp"], 1.0), report(["mtp", "none"], 3.0)],
+                       [{"none-1": res, "mtp-1": res}] * 2)["runs"]
+    assert [r["label"] for r in pooled] == ["none", "mtp"]  # the first run's order
+    assert pooled[0]["throughputs"] == pytest.approx([10.0, 10 / 3])  # none's own runs, not mtp's
+    assert pooled[1]["throughputs"] == pytest.approx([5.0, 5 / 3])
 
 
 def test_simulated_percentiles_are_read_over_groups_of_as_many_draws_as_engine_runs():

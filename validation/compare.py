@@ -2,9 +2,9 @@
 (DESIGN.md §8.4): `python -m validation compare traces/x.yaml --out DIR [--hardware PROFILE]`.
 
 1. The engine runs the trace (its report under DIR/engine), `--repeats N` times (under
-   DIR/engine/runN); each scheme and concurrency is compared with its runs pooled as if they had
-   run end to end (`pool_runs`: all tokens over all their time, latency percentiles over all
-   their requests), and every run's throughput is kept in the comparison ("engine_throughputs"),
+   DIR/engine/runN), the schemes' order rotated from run to run (`rotated`); each scheme and
+   concurrency is compared with its runs pooled as if they had run end to end (`pool_runs`: all
+   tokens over all their time, latency percentiles over all their requests), and every run's throughput is kept in the comparison ("engine_throughputs"),
    with the relative standard error of the pooled throughput they give ("engine_spread", printed
    as `engine ±`: an error within about twice it is within the engine's own run-to-run noise).
    With `--calibrate`, validation.calibrate's probes (their host work amid the memory traffic
@@ -75,7 +75,7 @@ from __future__ import annotations
 import copy
 import json
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -251,6 +251,22 @@ def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measure
     return doc
 
 
+def rotated(trace, i: int, repeats: int):
+    """The trace with its schemes' order rotated for the i-th of `repeats` engine runs (by i x
+    schemes / repeats, rounded; the first run keeps the trace's order), so that over the runs
+    each scheme takes turns early and late in a run of the trace, and a drift within the runs is
+    not read as a scheme's. In 0.25.0's comparisons (a fixed order) the host read slower the
+    later a scheme ran (the reference's speed -10 to -16% for the last three of nine at
+    concurrency 1, 4 and 16, +0 to +2% for the first); rotated, in 0.26.0's, the pattern stayed
+    with the schemes (at 4: Medusa -11.6%, EAGLE-2 -10.0%, `none` -3.9%), so it is theirs, not
+    their place (nine copies of `none` in one trace read no trend with place). Each run's own
+    report (DIR/engine/runN) lists the schemes, and takes its speedups' baseline, in the order
+    that run took them; the pooled comparison keeps the trace's."""
+    spec = list(trace.speculation)
+    k = round(i * len(spec) / max(1, repeats)) % max(1, len(spec))
+    return replace(trace, speculation=tuple(spec[k:] + spec[:k])) if k else trace
+
+
 def pool_runs(reports: list[dict], results: list[dict]) -> dict:
     """One report from several runs of the same trace (the engine's runs, or the simulator's
     draws), pooled as if they had run end to end, so that the machine's slow and fast spells weigh by the time they took (the profile the
@@ -263,9 +279,10 @@ def pool_runs(reports: list[dict], results: list[dict]) -> dict:
     the same concurrency; the summary's other fields are the first run's."""
     merged = dict(reports[0])
     runs = []
-    for i, first in enumerate(reports[0]["runs"]):
-        same = [rep["runs"][i] for rep in reports]
+    by_run = [{run_tag(r["label"], r["concurrency"]): r for r in rep["runs"]} for rep in reports]
+    for first in reports[0]["runs"]:
         tag = run_tag(first["label"], first["concurrency"])
+        same = [mine[tag] for mine in by_run]  # the same scheme and concurrency, in whatever order each ran
         res = [by_tag[tag] for by_tag in results]
         n = len(same)
         s = copy.deepcopy(first["summary"])
@@ -336,8 +353,9 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     for i in range(warmup):  # untimed, unpooled: the process's first pass over the trace's shapes
         engine_run(trace, out / "engine" / f"warmup{i + 1}", progress=progress)
     for i in range(repeats):
-        report, by_tag = engine_run(trace, out / "engine" / (f"run{i + 1}" if repeats > 1 else ""), progress=progress,
-                                    between=ticks, reference=settled_reference)  # after every step, off its clock
+        report, by_tag = engine_run(rotated(trace, i, repeats), out / "engine" / (f"run{i + 1}" if repeats > 1 else ""),
+                                    progress=progress, between=ticks,
+                                    reference=settled_reference)  # after every step, off its clock
         for tag, res in by_tag.items():
             if res.reference_speed:
                 speeds.setdefault(tag, []).append((res.result.duration, res.reference_speed))
