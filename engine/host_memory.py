@@ -23,7 +23,9 @@ thresholds set, the family's closed batch of 16 prompts at concurrency 32 faulte
 (46 MB) inside its prefill step in the second of two runs in one process, and 11,000-15,000
 pages a run in all (sys time 0.10-0.13 s of a 2.5 s run). So it also writes PREFAULT_BYTES
 once and frees them: the heap's top then holds that much touched memory, which later
-allocations carve from (none of that run's steps faulted a page after it). The entry points that run and time the engine call it (`python -m engine`, `python -m
+allocations carve from (none of that run's steps faulted a page after it).
+
+The entry points that run and time the engine call it (`python -m engine`, `python -m
 validation`, `python -m validation.calibrate`); it does nothing where the C library has no
 `mallopt` (not glibc, not Linux).
 """

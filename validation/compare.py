@@ -4,9 +4,10 @@
 1. The engine runs the trace (its report under DIR/engine), `--repeats N` times (under
    DIR/engine/runN), the schemes' order rotated from run to run (`rotated`); each scheme and
    concurrency is compared with its runs pooled as if they had run end to end (`pool_runs`: all
-   tokens over all their time, latency percentiles over all their requests), and every run's throughput is kept in the comparison ("engine_throughputs"),
-   with the relative standard error of the pooled throughput they give ("engine_spread", printed
-   as `engine ±`: an error within about twice it is within the engine's own run-to-run noise).
+   tokens over all their time, latency percentiles over all their requests), and every run's
+   throughput is kept in the comparison ("engine_throughputs"), with the relative standard error
+   of the pooled throughput they give ("engine_spread", printed as `engine ±`: an error within
+   about twice it is within the engine's own run-to-run noise).
    With `--calibrate`, validation.calibrate's probes (their host work amid the memory traffic
    of the model the engine runs: validation.traffic) run a few at a time
    before each scheme's run (CALIBRATION_CYCLES cycles of them per engine run of the trace, the
