@@ -2,11 +2,11 @@
 import copy
 import json
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import yaml
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -84,8 +84,8 @@ def test_engine_runs_take_the_schemes_in_rotated_orders_and_pool_them_by_scheme(
     assert all(sorted(o) == sorted(labels) for o in orders)
     first = [o[0] for o in orders]
     assert len(set(first)) == 4  # a different scheme leads each run
-    last_place = {lab: [o.index(lab) for o in orders] for lab in labels}
-    assert all(max(p) - min(p) >= 4 for p in last_place.values())  # each scheme runs early and late
+    places = {lab: [o.index(lab) for o in orders] for lab in labels}
+    assert all(max(p) - min(p) >= 4 for p in places.values())  # each scheme runs early and late
     assert rotated(trace, 0, 1) is trace
 
     def report(order, scale):

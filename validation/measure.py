@@ -77,11 +77,11 @@ def mean_tokens(hist: dict[tuple[int, int], int]) -> float:
 
 def profile(scheme, hist: dict, ranks: dict, uncut: dict | None = None, shape: dict | None = None) -> dict:
     """The simulator's acceptance form for what the engine measured of `scheme`. EAGLE-2's
-    confidence model (`confidence_fit`) is fitted to the tokens per step of `uncut` (the steps whose tree the sequence's end did not cut short; else all of
-    `hist`): the library's trees are whole, and the simulator cuts them near a request's end as
-    the engine does (fitted over every step, at concurrency 4 the cut 7% at 3.9 tokens a step
-    against 5.4, the simulator's EAGLE-2 accepted 3-4% fewer drafts than the engine's at every
-    concurrency)."""
+    confidence model (`confidence_fit`) is fitted to the tokens per step of `uncut` (the steps
+    whose tree the sequence's end did not cut short; else all of `hist`): the library's trees are
+    whole, and the simulator cuts them near a request's end as the engine does (fitted over every
+    step, at concurrency 4 the cut 7% at 3.9 tokens a step against 5.4, the simulator's EAGLE-2
+    accepted 3-4% fewer drafts than the engine's at every concurrency)."""
     if scheme.name == "eagle2":
         return {"confidence": confidence_fit(scheme, mean_tokens(uncut or hist), shape)}
     if scheme.name in ("medusa", "eagle") and getattr(scheme, "tree_nodes", None) and ranks:
