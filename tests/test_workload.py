@@ -220,16 +220,14 @@ def test_lengths_within_bounds(dist, seed, n):
 
 # ----------------------------------------------------------------------------------------------- speed
 
-def test_100k_requests_fast():
-    import time
+def test_100k_requests_are_made():
+    """100k requests from a heavy-tailed spec come out whole; their speed is a benchmark's
+    (bench/bench_workload.py), not a test's."""
     spec = _spec(ArrivalSpec("gamma", rate_per_s=50.0, cv=2.0), n=100_000,
                  prompt=LengthDist("lognormal", median=1000, sigma=1.0, max=32000),
                  output=LengthDist("empirical", values=(10, 100, 1000), weights=(1, 2, 1)))
-    t0 = time.perf_counter()
     w = make_requests(spec, 0)
-    dt = time.perf_counter() - t0
     assert len(w.requests) == 100_000
-    assert dt < 2.0, f"100k requests took {dt:.2f}s"  # ~0.25 s here; loose bound for slow CI boxes
 
 
 # ---------------------------------------------------------------------------------------------- replay
@@ -246,11 +244,7 @@ def _replay(path: Path, n: int, **kw) -> WorkloadSpec:
 
 @needs_azure
 def test_replay_conv_first_rows_and_all():
-    import time
-    t0 = time.perf_counter()
     arrival, prompt, output = read_azure(CONV, 0, 10**9)
-    dt = time.perf_counter() - t0
-    assert dt < 1.0, f"loading the conv trace took {dt:.2f}s"
     rows = _csv_rows(CONV)
     assert len(arrival) == len(rows) > 19_000
     assert arrival[0] == 0.0 and arrival[1] == pytest.approx(4.314579, abs=1e-9)
