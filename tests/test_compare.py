@@ -1,4 +1,6 @@
-"""validation.compare: acceptance rates from engine counts, signed errors, and one tiny end-to-end run."""
+"""validation.compare (with validation.pooling and validation.host_speed): acceptance rates from
+engine counts, signed errors, pooled runs and their spreads, the host's speed, and one tiny
+end-to-end run."""
 import copy
 import json
 import time
@@ -13,7 +15,9 @@ import pytest
 from sim.metrics import dist
 from sim.spec import load_trace
 
-from validation.compare import METRICS, compare, errors, group_percentiles, per_depth_rates, pool_runs, rotated
+from validation.compare import METRICS, compare, errors
+from validation.measure import per_depth_rates
+from validation.pooling import group_percentiles, pool_runs, rotated
 from tests.helpers import write_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,6 +156,9 @@ def test_end_to_end_on_a_tiny_trace(tmp_path):
     measured = json.loads((out / "acceptance-ngram.json").read_text())["mixture"]
     assert sorted(i for c in measured for i in c["request_ids"]) == [0, 1, 2, 3]
     assert all(0 <= a <= 1 for c in measured for a in c["per_depth"]) and all(0 <= c.get("match", 1) <= 1 for c in measured)
+    # the step time by tokens a pass, per run-tag suffix ("open": no sweep level): plain decodes first
+    first = doc["step_time_by_tokens"]["open"][0]
+    assert first["tokens"] == [1, 4] and first["steps"] > 0 and 0.1 < first["ratio"] < 10
     # the host's speed during each scheme's runs, against the comparison's mean
     assert all(-0.9 < r["engine_speed"] < 9 and r["step_time_at_mean_speed"] is not None for r in doc["runs"])
     assert all(set(r["at_mean_speed"]) == {"throughput_tok_s", "tpot_p50", "tpot_p99", "step_time"} for r in doc["runs"])
@@ -162,7 +169,7 @@ def test_end_to_end_on_a_tiny_trace(tmp_path):
 
 
 def test_host_speed_per_run_tag_is_time_weighted_over_the_mean():
-    from validation.compare import relative_speeds
+    from validation.host_speed import relative_speeds
     got = relative_speeds({"a-1": [(1.0, 2.0), (3.0, 1.0)], "b-1": [(4.0, 1.25)]})
     mean = (1 * 2.0 + 3 * 1.0 + 4 * 1.25) / 8  # 1.25
     assert got["a-1"] == pytest.approx((2.0 + 3.0) / 4 / mean) and got["b-1"] == pytest.approx(1.0)
@@ -276,7 +283,7 @@ def test_run_spread_is_the_pooled_throughputs_relative_standard_error():
     throughput's relative standard error is their durations' sd / mean / sqrt(3); identical runs
     give 0, one run gives none."""
     import statistics
-    from validation.compare import errors, run_spread
+    from validation.pooling import run_spread
     d = [1.0, 2.0, 1.0]
     assert run_spread([100.0, 50.0, 100.0]) == pytest.approx(statistics.stdev(d) / statistics.mean(d) / 3 ** 0.5)
     assert run_spread([80.0] * 4) == 0.0
@@ -290,7 +297,7 @@ def test_run_spread_is_the_pooled_throughputs_relative_standard_error():
 
 
 def test_timed_ticks_record_each_call_of_the_probes_with_the_host_speed_around_it():
-    from validation.compare import timed_ticks
+    from validation.host_speed import timed_ticks
     calls, record = [], []
     run = timed_ticks(lambda: (calls.append(1), time.sleep(0.02)), record)
     run()
@@ -300,7 +307,7 @@ def test_timed_ticks_record_each_call_of_the_probes_with_the_host_speed_around_i
 
 
 def test_profile_spread_is_each_run_tags_relative_deviation_over_the_resampled_profiles():
-    from validation.compare import figure_noise, profile_spread
+    from validation.pooling import figure_noise, profile_spread
 
     def report(tputs):
         return {"runs": [{"label": "none", "concurrency": 1, "summary": {"throughput_tok_s": tputs[0]}},
@@ -311,3 +318,28 @@ def test_profile_spread_is_each_run_tags_relative_deviation_over_the_resampled_p
     noise = figure_noise([{"launch_s": 1.0, "step_s": 0.0, "attn_dense": True, "kv_sizes": [[1, 2]]},
                           {"launch_s": 3.0, "step_s": 0.0, "attn_dense": True, "kv_sizes": [[1, 2]]}])
     assert noise == {"launch_s": pytest.approx(2 ** 0.5 / 2, abs=1e-4)}  # scalars only, zeros left out
+
+
+def test_step_time_by_tokens_matches_step_shapes_and_leaves_out_prefill_and_drafting():
+    """The engine's steps matched to the simulator's on (label, batch, query tokens): per bin,
+    the simulator's mean time of each shape weighted by the engine's count, over the engine's
+    time; drafting is taken off both, steps with a prefill chunk and unmatched shapes are left out."""
+    from validation.by_tokens import ratio_by_tokens
+
+    def run(rows):  # rows: (duration, batch, query tokens, prefill tokens, draft time)
+        d, b, q, p, dr = (np.array(col, dtype=float) for col in zip(*rows))
+        cols = {"duration": d, "batch_size": b.astype(int), "query_tokens": q.astype(int),
+                "prefill_tokens": p.astype(int), "draft_time": dr}
+        return SimpleNamespace(steps=SimpleNamespace(columns=lambda: cols))
+
+    engine = [{"none-4": run([(0.010, 4, 4, 0, 0.0), (0.012, 4, 4, 0, 0.0), (0.100, 4, 132, 128, 0.0)]),
+               "medusa-4": run([(0.050, 4, 256, 0, 0.002), (0.030, 3, 192, 0, 0.0)])}]
+    sim = [{"none-4": run([(0.011, 4, 4, 0, 0.0), (0.080, 4, 132, 128, 0.0)]),
+            "medusa-4": run([(0.040, 4, 256, 0, 0.004)])},  # no 3-sequence step: unmatched
+           {"none-4": run([(0.013, 4, 4, 0, 0.0)]), "medusa-4": run([(0.044, 4, 256, 0, 0.004)])}]
+    got = ratio_by_tokens(engine, sim)["4"]
+    assert [r["tokens"] for r in got] == [[1, 4], [129, None]]
+    small, big = got
+    assert small["steps"] == 2 and small["ratio"] == pytest.approx((0.012 * 2) / (0.010 + 0.012))
+    assert big["steps"] == 1 and big["ratio"] == pytest.approx(0.038 / 0.048)  # (0.036 + 0.040) / 2 over 0.048
+    assert big["engine_s"] == pytest.approx(0.048)

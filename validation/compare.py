@@ -2,10 +2,10 @@
 (DESIGN.md §8.4): `python -m validation compare traces/x.yaml --out DIR [--hardware PROFILE]`.
 
 1. The engine runs the trace (its report under DIR/engine), `--repeats N` times (under
-   DIR/engine/runN), the schemes' order rotated from run to run (`rotated`); each scheme and
-   concurrency is compared with its runs pooled as if they had run end to end (`pool_runs`: all
-   tokens over all their time, latency percentiles over all their requests), and every run's
-   throughput is kept in the comparison ("engine_throughputs"), with the relative standard error
+   DIR/engine/runN), the schemes' order rotated from run to run (validation/pooling.py's
+   `rotated`); each scheme and concurrency is compared with its runs pooled as if they had run
+   end to end (`pool_runs`: all tokens over all their time, latency percentiles over all their
+   requests), and every run's throughput is kept in the comparison ("engine_throughputs"), with the relative standard error
    of the pooled throughput they give ("engine_spread", printed as `engine ±`: an error within
    about twice it is within the engine's own run-to-run noise).
    With `--calibrate`, validation.calibrate's probes (their host work amid the memory traffic
@@ -58,8 +58,8 @@
    over its time; until 0.21.0 the inverse of the calls' weighted mean, which weights the slow
    calls twice over and read the fourth VM's runs 3.7% slower). With `--calibrate` the same
    loop is timed (after one untimed call) before and after each call of the probes
-   (`timed_ticks`), weighted by the probes' seconds: the speed the profile describes. Each entry gives the speed during its scheme's
-   runs over that (`engine_speed`; without probes, over the engine runs' mean) and the errors
+   (`timed_ticks`, validation/host_speed.py), weighted by the probes' seconds: the speed the
+   profile describes. Each entry gives the speed during its scheme's runs over that (`engine_speed`; without probes, over the engine runs' mean) and the errors
    had the engine run at that speed (`at_mean_speed`); `probe_speed` in comparison.json is
    the probes' speed over the engine runs' (+0.05: the profile was measured 5% faster than
    the engine ran on average, which prices every scheme about 5% fast).
@@ -70,24 +70,27 @@
    `profile_noise` in comparison.json gives each scalar figure's. An error within about twice
    the two spreads together (sqrt(engine ±² + profile ±²)) is one this comparison cannot tell
    from zero.
+8. Where a step-time error lies: `step_time_by_tokens` in comparison.json (printed under the
+   table), per concurrency, the simulator's step time over the engine's by query tokens a pass,
+   the steps without a prefill chunk matched on scheme, batch size and tokens, drafting left out
+   (validation/by_tokens.py): a ratio that falls with the tokens says a pass's fixed part and
+   its growth per token are priced off in opposite directions.
 """
 from __future__ import annotations
 
-import copy
 import json
-import time
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 from engine.confidence_log import ConfidenceLog
-from sim.metrics import dist, latencies, request_arrays
 from sim.models import ModelSpec
-from sim.report import acceptance_entry, fill_speedups, run_tag
-from validation.measure import (add_counts, drafted_counts, grouped_profile, histogram_distance, merge_counts,
-                                per_depth_rates)
+from sim.report import run_tag
+from validation.by_tokens import ratio_by_tokens
+from validation.host_speed import engine_pairs, relative_speeds, timed_ticks, weighted_mean
+from validation.measure import add_counts, grouped_profile, histogram_distance, merge_counts, per_depth_rates
+from validation.pooling import figure_noise, group_percentiles, pool_runs, profile_spread, rotated, run_spread
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION_CYCLES = 2  # calibration probe cycles per engine run of the trace (--calibrate)
@@ -98,7 +101,6 @@ DRAW_GROUPS = 4
 # bootstrap resamples of the calibration's calls (--calibrate), each priced by the simulator at one
 # draw: the spread of its prediction from its profile's own noise (`profile ±`, profile_spread)
 PROFILE_RESAMPLES = 8
-REFERENCE_CALLS = 16  # reference loops (about 0.2 ms each) a reading of the host's speed around the probes takes
 AT_MEAN_SPEED = ("throughput_tok_s", "tpot_p50", "tpot_p99", "step_time")  # also given at the mean host speed
 METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "step_time", "draft_time",
            "allocator_ops", "peak_pages")
@@ -112,59 +114,6 @@ def metrics(summary: dict) -> dict:
             "step_time": summary["duration_s"] / max(1, summary["steps"]),
             "draft_time": summary["draft_s"] / max(1, summary["steps"]),
             "allocator_ops": a["page_allocs"] + a["page_frees"], "peak_pages": a["peak_pages"]}
-
-
-def relative_speeds(speeds: dict[str, list[tuple[float, float]]],
-                    probes: list[tuple[float, float]] | None = None) -> dict[str, float]:
-    """Each run tag's host speed during its engine runs over the speed the profile describes:
-    `speeds` holds per tag its runs' (duration, speed), `probes` the calibration's ticks'
-    (duration, speed), each weighted by its duration; without probes, over the engine runs' mean."""
-    engine = engine_pairs(speeds)
-    if not sum(d for d, _ in engine):
-        return {}
-    mean = weighted_mean(probes or engine)
-    return {tag: weighted_mean(runs) / mean for tag, runs in speeds.items() if sum(d for d, _ in runs) > 0}
-
-
-def engine_pairs(speeds: dict[str, list[tuple[float, float]]]) -> list[tuple[float, float]]:
-    """Every engine run's (duration, host speed), all run tags together."""
-    return [x for runs in speeds.values() for x in runs]
-
-
-def weighted_mean(pairs: list[tuple[float, float]]) -> float:
-    """The mean of (weight, value) pairs' values, by their weights."""
-    return sum(d * v for d, v in pairs) / sum(d for d, _ in pairs)
-
-
-def reference_speed(calls: int = REFERENCE_CALLS) -> float:
-    """The host's speed now: the inverse of the mean seconds of `calls` reference loops after one
-    untimed (validation.timing.host_reference, the loop timed after every engine step)."""
-    from validation.timing import host_reference, mean_time
-
-    return 1.0 / mean_time(host_reference, "cpu", calls)  # after one untimed call, as after every step
-
-
-def timed_ticks(ticks, record: list):
-    """`ticks` (the calibration's probes between the engine's runs), appending to `record` the
-    (seconds, host speed) of each call: the speed the profile was measured at, the reference
-    timed before and after the probes."""
-    def run():
-        before = reference_speed()
-        t0 = time.perf_counter()
-        ticks()
-        record.append((time.perf_counter() - t0, (before + reference_speed()) / 2))
-    return run
-
-
-def run_spread(throughputs: list[float]) -> float | None:
-    """The relative standard error of a pooled throughput (all runs' tokens over all their time)
-    from its runs' throughputs, each run generating the same tokens: its durations' standard
-    deviation over their mean, over sqrt(runs). None from fewer than two runs. An error within
-    about twice it is one the engine's own runs cannot tell from zero."""
-    if len(throughputs) < 2 or min(throughputs) <= 0:
-        return None
-    d = 1.0 / np.asarray(throughputs, dtype=float)  # each run's duration per token
-    return float(d.std(ddof=1) / d.mean() / np.sqrt(len(d)))
 
 
 def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None,
@@ -205,31 +154,6 @@ def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None,
     return {"runs": out}
 
 
-def profile_spread(reports: list[dict]) -> dict[str, float]:
-    """Per run tag, the relative standard deviation of the simulator's throughput over `reports`
-    (its runs on the calibration's bootstrap profiles, one draw each): how much of an error the
-    profile's own noise could make. Two reports at least."""
-    if len(reports) < 2:
-        return {}
-    tputs: dict[str, list[float]] = {}
-    for rep in reports:
-        for r in rep["runs"]:
-            tputs.setdefault(run_tag(r["label"], r["concurrency"]), []).append(r["summary"]["throughput_tok_s"])
-    return {tag: float(np.std(v, ddof=1) / np.mean(v)) for tag, v in tputs.items() if np.mean(v) > 0}
-
-
-def figure_noise(figures: list[dict]) -> dict[str, float]:
-    """Each scalar figure's relative standard deviation over the bootstrap profiles' `figures`
-    (fields that are zero throughout left out)."""
-    out = {}
-    for k, v in figures[0].items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            xs = np.array([f[k] for f in figures], dtype=float)
-            if abs(xs.mean()) > 0:
-                out[k] = round(float(xs.std(ddof=1) / abs(xs.mean())), 4)
-    return out
-
-
 def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measured: dict[str, Path],
                   matches: dict[str, float] | None = None) -> dict:
     """The trace as the simulator should see it: the engine's model, the measured device, and
@@ -250,80 +174,6 @@ def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measure
                 entry["match"] = matches[label]
     doc.pop("engine", None)
     return doc
-
-
-def rotated(trace, i: int, repeats: int):
-    """The trace with its schemes' order rotated for the i-th of `repeats` engine runs (by i x
-    schemes / repeats, rounded; the first run keeps the trace's order), so that over the runs
-    each scheme takes turns early and late in a run of the trace, and a drift within the runs is
-    not read as a scheme's. In 0.25.0's comparisons (a fixed order) the host read slower the
-    later a scheme ran (the reference's speed -10 to -16% for the last three of nine at
-    concurrency 1, 4 and 16, +0 to +2% for the first); rotated, in 0.26.0's, the pattern stayed
-    with the schemes (at 4: Medusa -11.6%, EAGLE-2 -10.0%, `none` -3.9%), so it is theirs, not
-    their place (nine copies of `none` in one trace read no trend with place). Each run's own
-    report (DIR/engine/runN) lists the schemes, and takes its speedups' baseline, in the order
-    that run took them; the pooled comparison keeps the trace's."""
-    spec = list(trace.speculation)
-    k = round(i * len(spec) / max(1, repeats)) % max(1, len(spec))
-    return replace(trace, speculation=tuple(spec[k:] + spec[:k])) if k else trace
-
-
-def pool_runs(reports: list[dict], results: list[dict]) -> dict:
-    """One report from several runs of the same trace (the engine's runs, or the simulator's
-    draws), pooled as if they had run end to end, so that the machine's slow and fast spells weigh by the time they took (the profile the
-    simulator is priced with is a mean over the same minutes). Per scheme and concurrency:
-    throughput is every run's output tokens over their summed durations, TTFT and TPOT
-    percentiles are over every run's requests, duration, steps, allocator operations and peak
-    pages are means, and the accepted-drafts histogram sums the runs' (counted as the simulator
-    drafts: validation.measure.drafted_counts). `results`: each run's {run tag: RunResult}.
-    Each entry keeps every run's throughput, its speedup is over the pooled first scheme's at
-    the same concurrency; the summary's other fields are the first run's."""
-    merged = dict(reports[0])
-    runs = []
-    by_run = [{run_tag(r["label"], r["concurrency"]): r for r in rep["runs"]} for rep in reports]
-    for first in reports[0]["runs"]:
-        tag = run_tag(first["label"], first["concurrency"])
-        same = [mine[tag] for mine in by_run]  # the same scheme and concurrency, in whatever order each ran
-        res = [by_tag[tag] for by_tag in results]
-        n = len(same)
-        s = copy.deepcopy(first["summary"])
-        dur = sum(r["summary"]["duration_s"] for r in same)
-        s["duration_s"] = dur / n
-        s["throughput_tok_s"] = sum(r["summary"]["output_tokens"] for r in same) / dur
-        lat = [latencies(request_arrays(x)) for x in res]
-        s["ttft_s"] = dist(np.concatenate([t for t, _ in lat]))
-        s["tpot_s"] = dist(np.concatenate([p for _, p in lat]))
-        s["steps"] = sum(r["summary"]["steps"] for r in same) / n
-        s["draft_s"] = sum(r["summary"]["draft_s"] for r in same) / n
-        for key in ("page_allocs", "page_frees", "peak_pages"):
-            s["allocator"][key] = sum(r["summary"]["allocator"][key] for r in same) / n
-        s["pooled_runs"] = n
-        entry = {**first, "summary": s, "throughputs": [r["summary"]["throughput_tok_s"] for r in same]}
-        counts: dict = {}
-        for x in res:
-            add_counts(counts, drafted_counts(x))
-        if counts:
-            entry["acceptance"] = acceptance_entry(counts)
-        runs.append(entry)
-    fill_speedups(runs, runs[0]["label"])
-    merged["runs"] = runs
-    return merged
-
-
-def group_percentiles(pooled: dict, groups: list[dict]) -> dict:
-    """`pooled` (pool_runs over all the simulator's draws) with each run's TTFT and TPOT
-    percentiles replaced by their mean over `groups` (pool_runs over consecutive groups of as many
-    draws as the engine ran): what the engine's pooled percentile reads over its requests, had it
-    run as the simulator draws. A p99 over fewer requests reads lower in a long tail: over 64,
-    about the 97.5th percentile, over 256 about the 98.6th (k / (n + 1) at its rank k)."""
-    if not groups:
-        return pooled
-    for i, run in enumerate(pooled["runs"]):
-        for key in ("ttft_s", "tpot_s"):
-            per = [g["runs"][i]["summary"][key] for g in groups]
-            run["summary"][key] = {k: (None if any(d[k] is None for d in per) else float(np.mean([d[k] for d in per])))
-                                   for k in per[0]}
-    return pooled
 
 
 def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress: bool = False,
@@ -432,6 +282,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     engine_time = engine_pairs(speeds)
     if probe_speeds and engine_time:  # how much faster the probes saw the host than the engine's runs did
         comparison["probe_speed"] = weighted_mean(probe_speeds) / weighted_mean(engine_time) - 1
+    # the step-time error by query tokens per pass (validation.by_tokens)
+    comparison["step_time_by_tokens"] = ratio_by_tokens(results, sim_results)
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
     _plot(comparison, out / "comparison.png", trace.name)
     return comparison
@@ -481,6 +333,11 @@ def print_comparison(comparison: dict) -> None:
                   pct(r.get("engine_speed")), *(pct(r.get("at_mean_speed", {}).get(k)) for k in AT_MEAN_SPEED))
     console = Console(width=250)
     console.print(t)
+    for conc, rows in comparison.get("step_time_by_tokens", {}).items():
+        if rows:
+            cells = ", ".join(f"{lo}-{hi if hi is not None else ''} {r['ratio']:.3f}"
+                              for r in rows for lo, hi in [r["tokens"]])
+            console.print(f"concurrency {conc}: simulator over engine step time (drafting out) by query tokens a pass: {cells}")
     if comparison.get("probe_speed") is not None:
         console.print(f"host speed during the calibration's probes over during the engine's runs: "
                       f"{pct(comparison['probe_speed'])} (`host speed` and the `@ mean speed` columns are against the probes')")
