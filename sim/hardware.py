@@ -117,8 +117,10 @@ class HardwareSpec:
     # over that many activation elements (a step's tokens x elementwise_elems) run at that
     # average time per element; sizes interpolate in log space, held beyond the ends. It
     # replaces elementwise_s where a calibration measured it: a CPU's passes slow once they
-    # leave its L2 cache (here 0.9 ns an element up to 1,024 tokens of the family's layer, 1.2 ns
-    # from 1,024 to 4,096; validation/probes.py elementwise_curve)
+    # leave its caches (timed between a layer's products, as a forward runs them: here 1.1-1.2
+    # ns an element from 64 to 4,096 tokens of the family's layer in one calibration, 1.1 ns to
+    # 1,024 and 2.3 ns on average at 4,096 in another, where a gate-up output alone is 25 MB;
+    # validation/probes.py elementwise_curve)
     elementwise_sizes: tuple = ()
     # time per logit element that the sampling or verification after a pass reads (the argmax,
     # top-k or softmax over each LM-head row: rows x vocab); 0 where it hides under the roofline

@@ -114,6 +114,37 @@ def test_interleaved_times_alternate_the_calls():
     assert log == ["a", "b"] * 4 and set(got) == {"a", "b"} and all(t >= 0 for t in got.values())
 
 
+def test_block_times_run_each_call_in_a_block_and_average_what_it_returns():
+    """Calls that time their own part: one untimed call, then the timed ones back to back, one
+    name after the other; each name's figure is the mean of the seconds its calls returned."""
+    from validation.timing import block_times
+    log, seconds = [], {"a": iter([9.0, 1.0, 3.0]), "b": iter([9.0, 2.0, 6.0])}
+
+    def call(name):
+        log.append(name)
+        return next(seconds[name])
+    got = block_times({"a": lambda: call("a"), "b": lambda: call("b")}, 2)
+    assert log == ["a"] * 3 + ["b"] * 3
+    assert got == {"a": 2.0, "b": 4.0}
+
+
+def test_the_elementwise_probe_times_its_passes_between_the_layers_products():
+    """The probe runs a layer's weight products and returns the seconds of its elementwise passes
+    alone: at 1,024 tokens the products take most of the call (2 x 1,024 x 786k FLOPs against
+    3.7M elements of passes), and the passes grow with the tokens."""
+    import time
+    from validation.probes import elementwise_probe
+    small, large = elementwise_probe("cpu", 16), elementwise_probe("cpu", 1024)
+    small(), large()
+    walls, passes = [], []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        passes.append(large())
+        walls.append(time.perf_counter() - t0)
+    assert 0.0 < min(passes) and max(p / w for p, w in zip(passes, walls)) < 0.8
+    assert min(passes) > 4 * min(small() for _ in range(3))
+
+
 def test_steady_time_waits_until_repeating_stops_making_a_call_faster(monkeypatch):
     """A call that settles over its first passes (as a pool of weights settles into the cache) is
     timed once a pass is no more than 3% faster than the one before, as the mean of those two,

@@ -108,10 +108,13 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   gathers the keys before computing. On a GPU none is measured (eta_attn 1, the roofline: the
   probe's products take microseconds there; the two costs 0);
 - elementwise passes (CPU): one layer's norms, rotary embedding, gating and residual adds as
-  the engine runs them, unfused, over 256 and 1,024 tokens of the family's shape, the extra time
-  per extra activation element (sim.cost.elementwise_elems) -> `elementwise_ns`, which the cost
-  model adds to the matmuls (a 128-token prefill of the family spends about 40% of its time in
-  such passes); the operations' fixed host time cancels (`launch_us` has it); 0 on a GPU;
+  the engine runs them, unfused, timed between the layer's own weight products (since 0.28.0;
+  before, on their own, where they ran 2-4x faster than inside a forward), over 64 to 4,096
+  tokens of the family's shape, each size's calls in a block; the extra time per extra
+  activation element (sim.cost.elementwise_elems) between 256 and 1,024 tokens ->
+  `elementwise_ns`, and each size's average -> `elementwise_sizes`, which the cost model adds
+  to the matmuls (a 128-token prefill of the family spends about 40% of its time in such
+  passes); the operations' fixed host time cancels (`launch_us` has it); 0 on a GPU;
 - logits: the engine's greedy verification of 4 sequences' 31-node trees (the rows taken out
   of the logits, the argmax and the tree walk) over vocabularies of 1,024 and 8,192, the extra
   time per extra logit element -> `logit_ns`, which the cost model charges for every LM-head
@@ -187,7 +190,7 @@ from validation.probes import (attention_figures, attention_key, attention_probe
 from sim.cli import fail  # noqa: E402
 from sim.errors import SpecError  # noqa: E402
 from sim.models import ModelSpec  # noqa: E402
-from validation.timing import host_gap, interleaved_times, mean_time, steady_time  # noqa: E402
+from validation.timing import block_times, host_gap, interleaved_times, mean_time, steady_time  # noqa: E402
 from validation.profile import write_profile  # noqa: E402
 from validation.traffic import Traffic  # noqa: E402
 
@@ -333,7 +336,8 @@ class Calibration:
             for name, calls in (("attn_short", [a for a in ATTN_CALLS if a[2] < longest]),
                                 ("attn_long", [a for a in ATTN_CALLS if a[2] == longest])):
                 probes[name] = paired({attention_key(*a): attention_probe(device, *a) for a in calls}, 2)
-            probes["elementwise"] = paired({f"ew{n}": elementwise_probe(device, n) for n in EW_TOKENS}, 3)
+            elementwise = {f"ew{n}": elementwise_probe(device, n) for n in EW_TOKENS}
+            probes["elementwise"] = lambda: block_times(elementwise, 3)
         self.probes = probes
         for fn in probes.values():  # warm-up
             fn()

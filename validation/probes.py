@@ -5,6 +5,7 @@ the call to time, so validation.calibrate.Calibration can run them round-robin, 
 the host-time probes are in validation/host_probes.py, the timers in validation/timing.py."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +29,8 @@ def matmul_probes(device: str, sizes, rows, pool_bytes: int = 64 << 20) -> dict:
 
 
 def last_level_cache_bytes(cpu: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
-    """The bytes of this CPU's last-level cache (the highest level sysfs lists for cpu0: here the
-    300 MiB L3), 0 where the system does not say."""
+    """The bytes of this CPU's last-level cache (the highest level sysfs lists for cpu0: 32 MiB
+    on this VM, 300 MiB on an earlier one), 0 where the system does not say."""
     best = (0, 0)
     for index in cpu.glob("index*"):
         try:
@@ -219,9 +220,10 @@ def fit_parts(rows: np.ndarray, times: np.ndarray, fixed: dict[int, float] | Non
         fixed[min(bad, key=lambda j: out[j])] = 0.0
 
 
-# tokens of the elementwise probe's sizes: the per-element time grows with the size once the
-# passes leave the L2 cache (here 0.9 ns an element from 64 to 1,024 tokens of the family's layer,
-# 1.2 ns from 1,024 to 4,096: a closed batch of 32 prompts prefills 4,096 tokens in one step).
+# tokens of the elementwise probe's sizes: the per-element time can grow with the size once the
+# passes leave the caches (here, between a layer's products, 1.1-1.2 ns an element from 64 to
+# 4,096 tokens of the family's layer in one calibration, 2.3 ns on average at 4,096 in another:
+# a closed batch of 32 prompts prefills 4,096 tokens in one step).
 # elementwise_ns is the EW_PAIR stretch (prefill chunks, batched trees); elementwise_sizes all
 EW_TOKENS = (64, 256, 1024, 4096)
 EW_PAIR = (256, 1024)
@@ -230,33 +232,73 @@ EW_SPEC = ModelSpec(name="elementwise-probe", layers=1, hidden=256, heads=4, kv_
 
 
 def elementwise_probe(device: str, n: int):
-    """One layer's elementwise passes as the engine's forward runs them, over n tokens of
-    EW_SPEC's shape (fp32): the two norms, rotary embedding of q and k and their layout copies,
-    the gate's SiLU and product, the two residual adds; matmuls and attention left out. The extra
-    time of EW_TOKENS' larger size per extra sim.cost.elementwise_elems element ->
-    `elementwise_ns` (`elementwise_time`): each operation's fixed host time cancels, which the
-    cost model already charges per layer (`launch_us`; it was about 0.22 ms of the 256-token
-    call's 0.9 ms here, charged twice while the figure was that call's time per element)."""
+    """One layer of EW_SPEC's shape over n tokens (fp32) as the engine's forward runs it, its
+    weight products feeding its unfused elementwise passes: the two norms, rotary embedding of q
+    and k and their layout copies, the gate's SiLU and product, the two residual adds (attention
+    left out: the rotated queries stand in for its output). The call returns the seconds of the
+    passes alone (each timed between its products), so they meet what a forward leaves them:
+    operands the products just wrote, the inputs they read again evicted by the weights. Timed
+    on their own instead (until 0.28.0), the same passes ran 0.6-0.7 ns an element from 64 to 256
+    tokens back to back and 0.3 ns as the calibration interleaved the sizes, against 1.1-1.5 ns
+    here, and the family's forward grew alike with this probe (each elementwise operation's own
+    time in torch.profiler, 28 against 256 tokens: 0.15 -> 0.96 ms of products of the gate, 0.11
+    -> 0.47 ms of adds; in this probe 0.14 -> 0.97 and 0.07 -> 0.40): the step-time grid's
+    family passes of 64 tokens or more had read 8% short, its single tokens not. The extra time of EW_TOKENS'
+    larger size per extra sim.cost.elementwise_elems element -> `elementwise_ns`
+    (`elementwise_time`): each operation's fixed host time cancels, which the cost model already
+    charges per layer (`launch_us`)."""
     from engine.model import NORM_EPS, ROPE_THETA, Rope
     from kernels import get_ops
+    from validation.timing import device_sync
     s = EW_SPEC
     ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
+    sync = device_sync(device)
     rope = Rope(s.head_dim, ROPE_THETA, device)
-    x = torch.randn(n, s.hidden, device=device)                                       # (n, H)
-    w = torch.ones(s.hidden, device=device)
-    qkv = torch.randn(n, (s.heads + 2 * s.kv_heads) * s.head_dim, device=device)      # (n, (nh + 2 nkv) d)
-    gu = torch.randn(n, 2 * s.ffn, device=device)                                     # (n, 2F)
-    pos = torch.arange(n, device=device)
+    rope.ensure(n)
+    g = torch.Generator(device=device).manual_seed(n)
     nq, nk = s.heads * s.head_dim, (s.heads + s.kv_heads) * s.head_dim
 
-    def run():
-        h = ops.rms_norm(x, w, NORM_EPS)
-        q = rope(qkv[:, :nq].view(n, s.heads, s.head_dim), pos).contiguous()
-        k = rope(qkv[:, nq:nk].view(n, s.kv_heads, s.head_dim), pos).contiguous()
-        y = x + h
+    def weight(rows: int, cols: int) -> torch.Tensor:
+        return torch.randn(rows, cols, device=device, generator=g) / cols ** 0.5
+    w_qkv, w_o = weight(nk + s.kv_heads * s.head_dim, s.hidden), weight(s.hidden, nq)  # (nq + 2 nkv d, H), (H, nq)
+    w_gu, w_down = weight(2 * s.ffn, s.hidden), weight(s.hidden, s.ffn)               # (2F, H), (H, F)
+    x = torch.randn(n, s.hidden, device=device, generator=g)                         # (n, H)
+    w = torch.ones(s.hidden, device=device)
+    pos = torch.arange(n, device=device)
+    clock = time.perf_counter
+
+    def run() -> float:
+        sync()
+        t = clock()
+        h = ops.rms_norm(x, w, NORM_EPS)                                              # (n, H)
+        sync()
+        passes = clock() - t
+        qkv = h @ w_qkv.T                                                             # (n, (nh + 2 nkv) d)
+        sync()
+        t = clock()
+        q = rope(qkv[:, :nq].view(n, s.heads, s.head_dim), pos).contiguous()          # (n, nh, d)
+        rope(qkv[:, nq:nk].view(n, s.kv_heads, s.head_dim), pos).contiguous()         # (n, nkv, d)
+        sync()
+        passes += clock() - t
+        o = q.view(n, nq) @ w_o.T                                                     # (n, H)
+        sync()
+        t = clock()
+        y = x + o
         h = ops.rms_norm(y, w, NORM_EPS)
-        a = torch.nn.functional.silu(gu[:, :s.ffn]) * gu[:, s.ffn:]
-        return y + h, q, k, a
+        sync()
+        passes += clock() - t
+        gu = h @ w_gu.T                                                               # (n, 2F)
+        sync()
+        t = clock()
+        a = torch.nn.functional.silu(gu[:, :s.ffn]) * gu[:, s.ffn:]                   # (n, F)
+        sync()
+        passes += clock() - t
+        d = a @ w_down.T
+        sync()
+        t = clock()
+        y + d
+        sync()
+        return passes + clock() - t
     return run
 
 

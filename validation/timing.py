@@ -96,6 +96,21 @@ def steady_time(fn, device: str, tol: float = 0.03, least: int = 6, most: int = 
     return (times[-1] + times[-2]) / 2
 
 
+def block_times(fns: dict, calls: int) -> dict:
+    """{name: mean seconds} of `calls` calls of each of `fns`, calls that time their own part and
+    return its seconds (validation.probes.elementwise_probe), each fn's calls one after another
+    after one untimed call: a forward runs its layers at one size back to back, and the first
+    call after a larger size's reads slower (the elementwise passes' 64-token call right after
+    the 4,096-token one read 0.95 ms, against 0.52 ms after the 1,024-token one and 0.34 ms after
+    its own size: interleaved one by one, that flattened their first stretch to 0.3 ns an
+    element)."""
+    out = {}
+    for name, fn in fns.items():
+        fn()
+        out[name] = sum(fn() for _ in range(max(1, calls))) / max(1, calls)
+    return out
+
+
 def interleaved_times(fns: dict, device: str, calls: int, between=None) -> dict:
     """{name: mean seconds per call} of `calls` calls of each of `fns`, the calls interleaved one
     by one (fn a, fn b, fn a, ...): a calibration figure that is a difference of two probes (per
