@@ -13,6 +13,7 @@ import torch
 
 from sim import trees as T
 from sim.models import ModelSpec
+from validation.timing import device_sync
 
 
 def matmul_probes(device: str, sizes, rows, pool_bytes: int = 64 << 20) -> dict:
@@ -243,13 +244,12 @@ def elementwise_probe(device: str, n: int):
     here, and the family's forward grew alike with this probe (each elementwise operation's own
     time in torch.profiler, 28 against 256 tokens: 0.15 -> 0.96 ms of products of the gate, 0.11
     -> 0.47 ms of adds; in this probe 0.14 -> 0.97 and 0.07 -> 0.40): the step-time grid's
-    family passes of 64 tokens or more had read 8% short, its single tokens not. The extra time of EW_TOKENS'
-    larger size per extra sim.cost.elementwise_elems element -> `elementwise_ns`
+    family passes of 64 tokens or more had read 8% short, its single tokens not. The extra time
+    of EW_TOKENS' larger size per extra sim.cost.elementwise_elems element -> `elementwise_ns`
     (`elementwise_time`): each operation's fixed host time cancels, which the cost model already
     charges per layer (`launch_us`)."""
     from engine.model import NORM_EPS, ROPE_THETA, Rope
     from kernels import get_ops
-    from validation.timing import device_sync
     s = EW_SPEC
     ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
     sync = device_sync(device)
@@ -260,45 +260,37 @@ def elementwise_probe(device: str, n: int):
 
     def weight(rows: int, cols: int) -> torch.Tensor:
         return torch.randn(rows, cols, device=device, generator=g) / cols ** 0.5
-    w_qkv, w_o = weight(nk + s.kv_heads * s.head_dim, s.hidden), weight(s.hidden, nq)  # (nq + 2 nkv d, H), (H, nq)
+    w_qkv, w_o = weight((s.heads + 2 * s.kv_heads) * s.head_dim, s.hidden), weight(s.hidden, nq)  # (nq + 2 nkv d, H), (H, nq)
     w_gu, w_down = weight(2 * s.ffn, s.hidden), weight(s.hidden, s.ffn)               # (2F, H), (H, F)
     x = torch.randn(n, s.hidden, device=device, generator=g)                         # (n, H)
     w = torch.ones(s.hidden, device=device)
     pos = torch.arange(n, device=device)
-    clock = time.perf_counter
+
+    def timed(f, *args):
+        """f(*args) and its seconds, the work before it finished first."""
+        sync()
+        t = time.perf_counter()
+        out = f(*args)
+        sync()
+        return out, time.perf_counter() - t
+
+    def rotate(qkv):  # (n, (nh + 2 nkv) d) -> q (n, nh, d); k rotated and laid out too
+        q = rope(qkv[:, :nq].view(n, s.heads, s.head_dim), pos).contiguous()
+        rope(qkv[:, nq:nk].view(n, s.kv_heads, s.head_dim), pos).contiguous()
+        return q
+
+    def residual_norm(o):  # the residual add, then the FFN's norm
+        y = x + o
+        return y, ops.rms_norm(y, w, NORM_EPS)
 
     def run() -> float:
-        sync()
-        t = clock()
-        h = ops.rms_norm(x, w, NORM_EPS)                                              # (n, H)
-        sync()
-        passes = clock() - t
-        qkv = h @ w_qkv.T                                                             # (n, (nh + 2 nkv) d)
-        sync()
-        t = clock()
-        q = rope(qkv[:, :nq].view(n, s.heads, s.head_dim), pos).contiguous()          # (n, nh, d)
-        rope(qkv[:, nq:nk].view(n, s.kv_heads, s.head_dim), pos).contiguous()         # (n, nkv, d)
-        sync()
-        passes += clock() - t
+        h, t1 = timed(ops.rms_norm, x, w, NORM_EPS)                                   # (n, H)
+        q, t2 = timed(rotate, h @ w_qkv.T)                                            # (n, nh, d)
         o = q.view(n, nq) @ w_o.T                                                     # (n, H)
-        sync()
-        t = clock()
-        y = x + o
-        h = ops.rms_norm(y, w, NORM_EPS)
-        sync()
-        passes += clock() - t
-        gu = h @ w_gu.T                                                               # (n, 2F)
-        sync()
-        t = clock()
-        a = torch.nn.functional.silu(gu[:, :s.ffn]) * gu[:, s.ffn:]                   # (n, F)
-        sync()
-        passes += clock() - t
-        d = a @ w_down.T
-        sync()
-        t = clock()
-        y + d
-        sync()
-        return passes + clock() - t
+        (y, h), t3 = timed(residual_norm, o)                                          # (n, H) each
+        a, t4 = timed(lambda gu: torch.nn.functional.silu(gu[:, :s.ffn]) * gu[:, s.ffn:], h @ w_gu.T)  # (n, F)
+        _, t5 = timed(torch.add, y, a @ w_down.T)
+        return t1 + t2 + t3 + t4 + t5
     return run
 
 
