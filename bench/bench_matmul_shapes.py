@@ -6,8 +6,8 @@ shapes (GEMM_SIZES: k x n with n = 3-4 k, 0.75 to 64 MiB) and the cost model pri
 from those curves by its size alone (sim.cost.gemm_curve: blended in log size). Here each
 model's own matrices (fused QKV, output projection, fused gate-up, down, LM head; the step-time
 grid's models, validation.steptime.MODELS) and the probes' shapes are timed in the same rounds,
-weights cold as the calibration's are (each call a pass over distinct copies filling at least
-`--pool-mb`), and printed per shape and rows:
+weights cold as the calibration's are (validation.probes.matmul_probes: each call a pass over
+distinct copies filling at least `--pool-mb`), and printed per shape and rows:
 - `run`: the rate as a fraction of the profile's peak (times eta_compute);
 - `priced`: what the profile's curve gives a matrix of that size (sim.cost.row_efficiency);
 - `x probes`: the rate over the probes' rates measured in this run, blended in log size as the
@@ -24,7 +24,6 @@ import math
 import os
 import statistics
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,7 +39,9 @@ from sim.hardware import hardware_from_node  # noqa: E402
 from sim.models import ModelSpec, model_from_node  # noqa: E402
 from sim.specio import Node  # noqa: E402
 from validation.calibrate import GEMM_SIZES  # noqa: E402
+from validation.probes import matmul_probes  # noqa: E402
 from validation.steptime import MODELS, ROOT  # noqa: E402
+from validation.timing import mean_time  # noqa: E402
 
 
 def model_shapes(m: ModelSpec) -> dict[str, tuple[int, int]]:
@@ -49,22 +50,6 @@ def model_shapes(m: ModelSpec) -> dict[str, tuple[int, int]]:
     qkv = (m.heads + 2 * m.kv_heads) * m.head_dim
     return {"qkv": (m.hidden, qkv), "wo": (m.heads * m.head_dim, m.hidden), "gate_up": (m.hidden, 2 * m.ffn),
             "down": (m.ffn, m.hidden), "head": (m.hidden, m.vocab)}
-
-
-def product(k: int, n: int, rows: int, pool_bytes: int):
-    """A call of `x @ W.T` (x (rows, k)) over distinct (n, k) matrices filling pool_bytes (one at
-    least), and how many it multiplies."""
-    ws = [torch.randn(n, k) for _ in range(max(1, pool_bytes // (4 * k * n)))]
-    x = torch.randn(rows, k)
-    return (lambda: [x @ w.T for w in ws]), len(ws)
-
-
-def seconds(call, count: int) -> float:
-    """Seconds of one product of a call over `count` matrices, after one untimed call."""
-    call()
-    t0 = time.perf_counter()
-    call()
-    return (time.perf_counter() - t0) / count
 
 
 def main() -> None:
@@ -83,14 +68,15 @@ def main() -> None:
     for name, changes in MODELS["cpu"]:
         spec = replace(model_from_node(Node(name, "bench", "model"), ROOT), **changes)
         shapes.update({f"{name} {mat}": kn for mat, kn in model_shapes(spec).items()})
-    calls = {(s, m): product(k, n, m, a.pool_mb << 20) for s, (k, n) in shapes.items() for m in rows}
+    # (shape, rows) -> (call, FLOPs): one shape at a time, as the probes key theirs by size alone
+    calls = {(s, m): c for s, kn in shapes.items() for (_, m), c in matmul_probes("cpu", [kn], rows,
+                                                                                  a.pool_mb << 20).items()}
     times: dict = {key: [] for key in calls}
     for r in range(a.rounds):
-        for key, (call, count) in calls.items():
-            times[key].append(seconds(call, count))
+        for key, (call, _) in calls.items():
+            times[key].append(mean_time(call, "cpu", 1))
         print(f"round {r + 1}/{a.rounds}", file=sys.stderr, flush=True)
-    rate = {(s, m): 2 * m * shapes[s][0] * shapes[s][1] / statistics.median(times[(s, m)]) / peak
-            for s, m in calls}
+    rate = {key: flops / statistics.median(times[key]) / peak for key, (_, flops) in calls.items()}
     probe_log = np.log([4.0 * k * n for k, n in GEMM_SIZES])
 
     def probes_at(size: float, m: int) -> float:  # the probes' rates this run, blended as gemm_curve blends
