@@ -9,7 +9,8 @@ grid's models, validation.steptime.MODELS) and the probes' shapes are timed in t
 weights cold as the calibration's are (validation.probes.matmul_probes: each call a pass over
 distinct copies filling at least `--pool-mb`), and printed per shape and rows:
 - `run`: the rate as a fraction of the profile's peak (times eta_compute);
-- `priced`: what the profile's curve gives a matrix of that size (sim.cost.row_efficiency);
+- `priced`: what the profile prices that matrix at (sim.cost.row_efficiency: its shape's curve
+  where the profile measured one, gemm_shapes, else its size's);
 - `x probes`: the rate over the probes' rates measured in this run, blended in log size as the
   cost model blends their curves. The host's level cancels out of it: 1.00 says the size alone
   prices this matrix; above 1 it runs faster than its size's probes.
@@ -34,7 +35,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.cost import row_efficiency  # noqa: E402
+from sim.cost import row_efficiency, weight_shapes  # noqa: E402
 from sim.hardware import hardware_from_node  # noqa: E402
 from sim.models import ModelSpec, model_from_node  # noqa: E402
 from sim.specio import Node  # noqa: E402
@@ -46,10 +47,10 @@ from validation.timing import mean_time  # noqa: E402
 
 def model_shapes(m: ModelSpec) -> dict[str, tuple[int, int]]:
     """(k, n) of each matrix the engine multiplies a token row by (engine.model.Model.forward:
-    `h @ W.T` with W (n, k)), as sim.cost.weight_matrices counts their parameters."""
-    qkv = (m.heads + 2 * m.kv_heads) * m.head_dim
-    return {"qkv": (m.hidden, qkv), "wo": (m.heads * m.head_dim, m.hidden), "gate_up": (m.hidden, 2 * m.ffn),
-            "down": (m.ffn, m.hidden), "head": (m.hidden, m.vocab)}
+    `h @ W.T` with W (n, k)), named: sim.cost.weight_shapes and the LM head."""
+    (qkv, wo), (gate_up, down), _ = weight_shapes(m, 1)
+    named = {"qkv": qkv, "wo": wo, "gate_up": gate_up, "down": down, "head": (m.hidden, m.vocab)}
+    return {name: (int(k), int(n)) for name, (k, n) in named.items()}
 
 
 def main() -> None:
@@ -87,7 +88,7 @@ def main() -> None:
     print(f"{'matrix':28} {'k x n':>12} {'MiB':>6}  " + "  ".join(f"{f'M={m}':>20}" for m in rows))
     for s, (k, n) in shapes.items():
         size = 4.0 * k * n
-        cells = [f"{rate[(s, m)]:.3f}/{row_efficiency(hw, size, m):.3f}/{rate[(s, m)] / probes_at(size, m):4.2f}"
+        cells = [f"{rate[(s, m)]:.3f}/{row_efficiency(hw, size, m, (k, n)):.3f}/{rate[(s, m)] / probes_at(size, m):4.2f}"
                  for m in rows]
         print(f"{s:28} {f'{k}x{n}':>12} {size / 2**20:6.2f}  " + "  ".join(f"{c:>20}" for c in cells))
 

@@ -149,13 +149,14 @@ class ForwardCost:
         self.logit_bytes = m.vocab * LOGIT_BYTES / tp
         self.logit_pass = m.vocab * hw.logit_s  # sampling or verifying one LM-head row (hardware.logit_s)
         self.embed_bytes_per_tok = m.hidden * m.bytes_per_weight
-        # measured per-matrix matmul efficiency (hardware.matmul_rows): [(params, curve)] per layer kind
+        # measured per-matrix matmul efficiency (hardware.matmul_rows, and matmul_shapes for the
+        # shapes measured): [(params, curve)] per layer kind
         self.curves = None
-        if table := hw.matmul_rows:
-            attn, ffn, expert = ([(p, gemm_curve(table, p * m.bytes_per_weight)) for p in mats]
-                                 for mats in weight_matrices(m, tp))
+        if hw.matmul_rows:
+            attn, ffn, expert = ([(k * n, matrix_curve(hw, k, n, m.bytes_per_weight)) for k, n in mats]
+                                 for mats in weight_shapes(m, tp))
             self.curves = {"dense": attn + ffn, "attn": attn, "expert": expert,
-                           "lm": [(m.head_params / tp, gemm_curve(table, self.lm_weight_bytes))]}
+                           "lm": [(m.head_params / tp, matrix_curve(hw, m.hidden, m.vocab / tp, m.bytes_per_weight))]}
         self._parts: dict = {}
 
     def __call__(self, w: Work) -> Cost:
@@ -278,25 +279,56 @@ def elementwise_elems(m: ModelSpec) -> tuple[float, float]:
     return common + 2 * m.ffn, common + 2 * (m.active_experts + m.shared_experts) * m.expert_ffn
 
 
-def weight_matrices(m: ModelSpec, tp: int) -> tuple[list, list, list]:
-    """Parameters of each weight matrix of one layer as the engine multiplies them (fused QKV,
-    output projection, fused gate-up, down; one expert's gate-up and down), split over tp."""
+def weight_shapes(m: ModelSpec, tp: int) -> tuple[list, list, list]:
+    """(k, n) of each weight matrix of one layer as the engine multiplies a token row by it
+    (`h @ W.T`, W (n, k): fused QKV, output projection, fused gate-up, down; one expert's gate-up
+    and down), split over tp: the column-parallel ones (QKV, gate-up) by n, the row-parallel ones
+    by k. MLA's projections count as one matrix from the hidden state (their size, not a shape
+    the engine runs)."""
+    h = m.hidden
     if m.attention == "mla":
-        attn = [m.attn_params]
+        attn = [(h, m.attn_params / h / tp)]
     else:
-        attn = [m.hidden * (m.heads + 2 * m.kv_heads) * m.head_dim, m.heads * m.head_dim * m.hidden]
-    ffn = [2 * m.hidden * m.ffn, m.ffn * m.hidden]
-    expert = [2 * m.hidden * m.expert_ffn, m.expert_ffn * m.hidden]
-    return [p / tp for p in attn], [p / tp for p in ffn], [p / tp for p in expert]
+        attn = [(h, (m.heads + 2 * m.kv_heads) * m.head_dim / tp), (m.heads * m.head_dim / tp, h)]
+    ffn = [(h, 2 * m.ffn / tp), (m.ffn / tp, h)]
+    expert = [(h, 2 * m.expert_ffn / tp), (m.expert_ffn / tp, h)]
+    return attn, ffn, expert
 
 
-def row_efficiency(hw: HardwareSpec, weight_bytes: float, rows) -> float:
+def model_shapes(m: ModelSpec, tp: int = 1) -> set[tuple[int, int]]:
+    """Every (k, n) a forward pass of `m` multiplies by (weight_shapes' and the LM head's), the
+    whole-number ones (a shape a calibration can time)."""
+    attn, ffn, expert = weight_shapes(m, tp)
+    return whole_shapes(attn + ffn + (expert if m.experts else []) + [(m.hidden, m.vocab / tp)])
+
+
+def whole_shapes(mats) -> set[tuple[int, int]]:
+    """The (k, n) among `mats` with whole, positive k and n, as integers."""
+    return {(int(k), int(n)) for k, n in mats if k == int(k) and n == int(n) and k > 0 and n > 0}
+
+
+def matrix_curve(hw: HardwareSpec, k: float, n: float, bytes_per_weight: float) -> tuple[np.ndarray, np.ndarray]:
+    """(rows (points,), fraction (points,)) pricing a k x n weight matrix's products: its shape's
+    own curve where one was measured (hardware.matmul_shapes), else its size's (gemm_curve)."""
+    curve = _shape_table(hw.matmul_shapes).get((k, n))
+    return curve if curve is not None else gemm_curve(hw.matmul_rows, k * n * bytes_per_weight)
+
+
+@lru_cache(maxsize=64)
+def _shape_table(shapes: tuple) -> dict:
+    """A gemm_shapes table as {(k, n): (rows (points,), fraction (points,))}."""
+    return {kn: (np.array([r for r, _ in c], dtype=float), np.array([f for _, f in c])) for kn, c in shapes}
+
+
+def row_efficiency(hw: HardwareSpec, weight_bytes: float, rows, shape: tuple | None = None) -> float:
     """The fraction of peak·eta_compute a product of `rows` token rows with one weight matrix of
-    `weight_bytes` reaches: its measured curve (hardware.matmul_rows), else rows / (rows +
-    gemm_half_rows), else 1 (what ForwardCost._compute applies to a model's matrices)."""
+    `weight_bytes` (of `shape`, (k, n), where known) reaches: its measured curve (matrix_curve),
+    else rows / (rows + gemm_half_rows), else 1 (what ForwardCost._compute applies to a model's
+    matrices)."""
     r = max(rows, 1)
     if hw.matmul_rows:
-        at, frac = gemm_curve(hw.matmul_rows, weight_bytes)
+        curve = _shape_table(hw.matmul_shapes).get(shape) if shape else None
+        at, frac = curve if curve is not None else gemm_curve(hw.matmul_rows, weight_bytes)
         return float(np.interp(r, at, frac))
     return r / (r + hw.gemm_half_rows) if hw.gemm_half_rows else 1.0
 

@@ -30,12 +30,12 @@ def mtp_module(target: ModelSpec) -> ModelSpec:
 
 def linear_cost(d_in: int, d_out: int, tokens, model: ModelSpec, hw: HardwareSpec, tp: int, count: int = 1) -> Cost:
     """`count` weight matrices of d_in x d_out applied to `tokens` tokens (weights read once),
-    each at its size's measured rate for that many rows (sim.cost.row_efficiency), as the
-    target's own matrices are priced."""
+    each at its shape's (or size's) measured rate for that many rows (sim.cost.row_efficiency),
+    as the target's own matrices are priced."""
     params = count * d_in * d_out
     f = 2.0 * params * tokens / tp
     b = params * model.bytes_per_weight / tp + tokens * count * (d_in + d_out) * ACT_BYTES / tp
-    eff = row_efficiency(hw, d_in * d_out * model.bytes_per_weight / tp, tokens)
+    eff = row_efficiency(hw, d_in * d_out * model.bytes_per_weight / tp, tokens, (d_in, d_out / tp))
     c, m = f / (hw.peak(compute_dtype(model)) * hw.eta_compute * eff), b / (hw.mem_bw * hw.eta_memory)
     return Cost(time=max(c, m) + hw.launch_s, flops=f, bytes=b, compute_time=c, memory_time=m)
 

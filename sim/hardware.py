@@ -1,6 +1,7 @@
 """Device specs: datasheet ceilings plus the calibratable efficiency and overhead fields (DESIGN.md §3)."""
 from __future__ import annotations
 
+import re
 from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 
@@ -57,6 +58,17 @@ class HardwareSpec:
     # products run about 2x faster than read from memory); empty or 0: gemm_rows for every model
     gemm_rows_warm: tuple = ()
     cache_bytes: float = 0.0
+    # measured matmul curves of particular matrix shapes: (((k, n), ((rows, fraction), ...)), ...)
+    # for `x @ W.T`, x (rows, k) and W (n, k). A matrix of a measured shape is priced on its own
+    # curve (rows interpolate linearly, held beyond the ends), any other on gemm_rows by size: a
+    # CPU's rate depends on the shape, not only the size (on a 2-core EPYC VM a Llama-shaped
+    # down projection, 8192 x 2048, ran 1.2-1.6x its size's probes at 4-64 rows, the family's LM
+    # head, 256 x 4096, 0.70-0.87x: bench/results/matmul-shapes-2026-12-03.txt). The calibration
+    # measures the shapes of the models it is given (validation/calibrate.py)
+    gemm_shapes: tuple = ()
+    # the same with the weights in the last-level cache (as gemm_rows_warm): a resident model's
+    # matrices of these shapes are priced on them
+    gemm_shapes_warm: tuple = ()
     # kv_sizes measured with the gathered K and V already in that cache (calls after several;
     # kv_sizes is then the first after the cache is swept out): a pass of a model whose weights
     # fit reads at these rates while its layers' gathers fit beside the weights too (here the
@@ -174,6 +186,13 @@ class HardwareSpec:
         found the model's weights fit the last-level cache, else gemm_rows."""
         return self.gemm_rows_warm if self.resident_bytes and self.gemm_rows_warm else self.gemm_rows
 
+    @property
+    def matmul_shapes(self) -> tuple:
+        """The shape curves that price this device's matrices of those shapes: gemm_shapes_warm
+        where for_weights found the model's weights fit the last-level cache (none there if only
+        the cold ones were measured: the warm size curves are then closer), else gemm_shapes."""
+        return self.gemm_shapes_warm if self.resident_bytes and self.gemm_rows_warm else self.gemm_shapes
+
     def for_weights(self, weight_bytes: float) -> "HardwareSpec":
         """This device serving a model with `weight_bytes` of weights per device: its products
         (and its gathers, while they fit beside the weights) priced on the warm curves where those
@@ -191,6 +210,8 @@ class HardwareSpec:
         table = {"gemm_rows": _gemm_rows_dict(self.gemm_rows)} if self.gemm_rows else {}
         table |= {"gemm_rows_warm": _gemm_rows_dict(self.gemm_rows_warm)} if self.gemm_rows_warm else {}
         table |= {"cache_mb": self.cache_bytes / 2**20} if self.cache_bytes else {}
+        table |= {"gemm_shapes": _gemm_shapes_dict(self.gemm_shapes)} if self.gemm_shapes else {}
+        table |= {"gemm_shapes_warm": _gemm_shapes_dict(self.gemm_shapes_warm)} if self.gemm_shapes_warm else {}
         for key, curve, size_unit, value_unit in (("kv_sizes", self.kv_sizes, 2**20, 1.0),
                                                   ("kv_sizes_warm", self.kv_sizes_warm, 2**20, 1.0),
                                                   ("elementwise_sizes", self.elementwise_sizes, 1e6, 1e-9)):
@@ -224,7 +245,7 @@ class HardwareSpec:
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
-         "index_check_us", "gemm_rows", "gemm_rows_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "multi_query_us", "batch_query_us",
+         "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "multi_query_us", "batch_query_us",
          "mixed_query_us", "draft_seq_us", "draft_pass_seq_us", "draft_node_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
@@ -294,6 +315,8 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         index_check_s=num("index_check_us", 1e-6, hi=1e9),
         gemm_rows=_gemm_rows(f["gemm_rows"]) if "gemm_rows" in f else None,
         gemm_rows_warm=_gemm_rows(f["gemm_rows_warm"]) if "gemm_rows_warm" in f else None,
+        gemm_shapes=_gemm_shapes(f["gemm_shapes"]) if "gemm_shapes" in f else None,
+        gemm_shapes_warm=_gemm_shapes(f["gemm_shapes_warm"]) if "gemm_shapes_warm" in f else None,
         cache_bytes=num("cache_mb", 2**20, hi=1e9),
         kv_sizes=_size_curve(f["kv_sizes"], 2**20, "MiB", 1.0, 1.0) if "kv_sizes" in f else None,
         kv_sizes_warm=_size_curve(f["kv_sizes_warm"], 2**20, "MiB", 1.0, 1.0) if "kv_sizes_warm" in f else None,
@@ -332,7 +355,12 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
     for key, value in list(spec.items()):
         if value is None:
             spec[key] = merged.get(key, defaults.get(key))
-    for warm, cold, what in (("gemm_rows_warm", "gemm_rows", "weights"), ("kv_sizes_warm", "kv_sizes", "K and V")):
+    for key in ("gemm_shapes", "gemm_shapes_warm"):
+        if spec[key] and not spec["gemm_rows"]:
+            raise (f[key] if key in f else node).error(
+                "needs `gemm_rows` beside it (the curves by size that price the other matrices)")
+    for warm, cold, what in (("gemm_rows_warm", "gemm_rows", "weights"), ("gemm_shapes_warm", "gemm_shapes", "weights"),
+                             ("kv_sizes_warm", "kv_sizes", "K and V")):
         at = f[warm] if warm in f else node
         if spec[warm] and not spec[cold]:
             raise at.error(f"needs `{cold}` beside it (the curve for {what} read from memory)")
@@ -371,6 +399,38 @@ def _gemm_rows_dict(table: tuple) -> dict:
     return {int(b) // 1024: [list(p) for p in c] for b, c in table}
 
 
+def _gemm_shapes_dict(table: tuple) -> dict:
+    """A gemm_shapes table in its profile form, {"KxN": [[rows, fraction], ...]}."""
+    return {f"{k}x{n}": [list(p) for p in c] for (k, n), c in table}
+
+
+def _gemm_shapes(node: Node) -> tuple:
+    """`gemm_shapes: {"KxN": [[rows, fraction], ...], ...}`: k and n positive integers, each
+    curve's rows ascending, fractions positive."""
+    if not isinstance(node.value, dict) or not node.value:
+        raise node.error('expected a mapping of matrix shapes "KxN" to [[rows, fraction], ...] curves')
+    out = []
+    for key in node.value:
+        m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*", key) if isinstance(key, str) else None
+        if m is None or not int(m[1]) or not int(m[2]):
+            raise node.error(f'expected matrix shapes "KxN" (k input and n output features, positive) as keys, got {key!r}')
+        out.append(((int(m[1]), int(m[2])), _rows_curve(node.child(key))))
+    return tuple(sorted(out))
+
+
+def _rows_curve(node: Node) -> tuple:
+    """`[[rows, fraction], ...]`: rows ascending positive integers, fractions positive (above 1
+    where a product beats the square-GEMM peak)."""
+    curve: list = []
+    for item in node.seq(min_len=1):
+        pair = item.seq(min_len=2, max_len=2)
+        rows, frac = pair[0].integer(lo=1, hi=1 << 20), pair[1].number(lo=0, lo_open=True, hi=100.0)
+        if curve and rows <= curve[-1][0]:
+            raise pair[0].error(f"rows must ascend: {rows} follows {curve[-1][0]}")
+        curve.append((rows, frac))
+    return tuple(curve)
+
+
 def _gemm_rows(node: Node) -> tuple:
     """`gemm_rows: {weight_kib: [[rows, fraction], ...], ...}`: rows ascending and the same in
     every curve, fractions positive (above 1 where a product beats the square-GEMM peak)."""
@@ -380,13 +440,7 @@ def _gemm_rows(node: Node) -> tuple:
     for key in sorted(node.value, key=lambda k: k if isinstance(k, int) else 0):
         if not isinstance(key, int) or isinstance(key, bool) or key < 1:
             raise node.error(f"expected weight sizes in KiB (positive integers) as keys, got {key!r}")
-        curve = []
-        for item in node.child(key).seq(min_len=1):
-            pair = item.seq(min_len=2, max_len=2)
-            rows, frac = pair[0].integer(lo=1, hi=1 << 20), pair[1].number(lo=0, lo_open=True, hi=100.0)
-            if curve and rows <= curve[-1][0]:
-                raise pair[0].error(f"rows must ascend: {rows} follows {curve[-1][0]}")
-            curve.append((rows, frac))
+        curve = _rows_curve(node.child(key))
         if out and [r for r, _ in curve] != [r for r, _ in out[0][1]]:
             raise node.child(key).error("every curve must be measured at the same rows")
         out.append((key * 1024, tuple(curve)))

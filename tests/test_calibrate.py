@@ -318,15 +318,15 @@ def test_layer_probes_time_the_family_layer_less_its_priced_products():
     forwards' difference per layer less the cost model's price of the layer's products
     (layer_products_time: the larger of their compute on the curves and their weights'
     streaming), never negative."""
-    from sim.cost import weight_matrices
+    from sim.cost import weight_shapes
     from validation.host_probes import layer_probes, layer_products_time, layer_time
     from validation.probes import EW_SPEC
     calls = layer_probes(2, "cpu")
     assert set(calls) == {"layer2"}
     hidden, logits = calls["layer2"]()
     assert hidden.shape == (1, EW_SPEC.hidden) and logits.shape == (1, EW_SPEC.vocab)
-    attn, ffn, _ = weight_matrices(EW_SPEC, 1)
-    params, peak = sum(attn) + sum(ffn), 100e9
+    attn, ffn, _ = weight_shapes(EW_SPEC, 1)
+    params, peak = sum(k * n for k, n in attn + ffn), 100e9
     # one curve, 0.05 of the peak at one row: compute 2 x params / (0.05 peak); streaming far faster
     curve = {768: [[1, 0.05], [16, 0.5]]}
     assert layer_products_time(curve, peak, 1e15, 6) == pytest.approx(2 * params / (0.05 * peak), rel=1e-9)
@@ -452,6 +452,31 @@ def test_probes_run_amid_their_context_and_the_profile_says_so():
         assert f"weights in the last-level cache, passes {WARM_GAP_S * 1e3:g} ms apart" in text
     plain = Calibration(size_mb=8, gemm_n=64)
     assert plain.traffic is None and plain.context is None
+    # the context's own matrices get matmul curves of their own, cold and (where they fit) warm
+    from sim.cost import model_shapes
+    assert {(k, n) for k, n, _ in cal.shapes} == model_shapes(context_model("tiny")) and not plain.shapes
+    assert not cal.cache_bytes or {(k, n) for k, n, _ in cal.shapes_warm} == model_shapes(context_model("tiny"))
+
+
+def test_shape_curves_are_measured_written_and_read_back(tmp_path):
+    """Calibration(shapes=...) times `x @ W.T` for each (k, n) at the small form's rows, cold and
+    (where this host says how large its cache is) warm, as gemm_shapes / gemm_shapes_warm; the
+    profile writes them and a loaded profile prices a matrix of that shape on its curve."""
+    from sim.cost import row_efficiency
+    from validation.calibrate import Calibration
+    cal = Calibration(size_mb=8, gemm_n=64, shapes={(64, 96), (96, 64)})
+    cal.complete()
+    m = cal.figures()
+    assert sorted(m["gemm_shapes"]) == ["64x96", "96x64"]
+    assert all([r for r, _ in c] == [1, 4, 16] and all(f > 0 for _, f in c) for c in m["gemm_shapes"].values())
+    if cal.cache_bytes:
+        assert sorted(m["gemm_shapes_warm"]) == ["64x96", "96x64"]
+    path = tmp_path / "p.yaml"
+    path.write_text(profile_yaml(m, "test CPU", 8, "test"))
+    hw = hardware_from_node(Node(str(path), None, "hardware"), Path("."))
+    assert [kn for kn, _ in hw.gemm_shapes] == [(64, 96), (96, 64)]
+    for rows, frac in m["gemm_shapes"]["96x64"]:
+        assert row_efficiency(hw, 96 * 64 * 4, rows, (96, 64)) == pytest.approx(frac, rel=1e-9)
 
 
 def test_between_runs_before_every_timed_call():

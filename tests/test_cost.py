@@ -148,7 +148,7 @@ def test_measured_matmul_curves_price_each_matrix():
     rows: a matrix of exactly a measured size takes that curve, one between two sizes a curve in
     between (log size), rows interpolate linearly, and both hold beyond the measured ends."""
     import numpy as np
-    from sim.cost import gemm_curve, weight_matrices
+    from sim.cost import gemm_curve, weight_shapes
     table = tuple((kib * 1024, tuple(map(tuple, c))) for kib, c in CURVES.items())
     rows, frac = gemm_curve(table, 768 * 1024)
     assert rows.tolist() == [1, 4, 16] and frac.tolist() == pytest.approx([0.05, 0.1, 0.4])
@@ -160,16 +160,74 @@ def test_measured_matmul_curves_price_each_matrix():
     hw = device("cpu", gemm_rows=CURVES, launch_us=0.0, eta_compute=1.0)
     f = ForwardCost(m, hw)
     peak = hw.peak("fp32")
-    attn, ffn, _ = weight_matrices(m, 1)
-    assert sum(attn) + sum(ffn) == m.attn_params + m.dense_ffn_params
+    params = [k * n for k, n in sum(weight_shapes(m, 1)[:2], [])]
+    assert sum(params) == m.attn_params + m.dense_ffn_params
     for tokens in (1, 4, 10, 64):
         want = sum(2 * p * tokens / (peak * float(np.interp(tokens, *gemm_curve(table, p * m.bytes_per_weight))))
-                   for p in attn + ffn)
+                   for p in params)
         assert f._compute(0.0, tokens, "dense") == pytest.approx(want, rel=1e-12)
     # 4 rows at twice the fraction of 1 row: the same compute time per matrix of the smallest size
     small = device("cpu", gemm_rows={768: [[1, 0.05], [4, 0.1]]}, launch_us=0.0)
     g = ForwardCost(m, small)
     assert g._compute(0.0, 4, "dense") == pytest.approx(2 * g._compute(0.0, 1, "dense"), rel=1e-12)
+
+
+def test_shape_curves_price_their_shape_and_only_it():
+    """gemm_shapes: a matrix of a measured (k, n) computes on that shape's curve; a matrix of the
+    same size but another shape, and every other matrix, still on the size curves; where the
+    model's weights fit the cache the warm shape curves price it (none measured there: the warm
+    size curves); the profile form round-trips."""
+    import numpy as np
+    from sim.cost import gemm_curve, matrix_curve, row_efficiency, weight_shapes
+    m = model("tiny")  # fp32: (256, 512) QKV, (256, 256) output, (256, 1536) gate-up, (768, 256) down
+    base = dict(gemm_rows=CURVES, launch_us=0.0, eta_compute=1.0)
+    plain = device("cpu", **base)
+    shaped = device("cpu", **base, gemm_shapes={"768x256": [[1, 0.5], [16, 0.9]]})
+    table = plain.gemm_rows
+    rows, frac = matrix_curve(shaped, 768, 256, 4)
+    assert rows.tolist() == [1, 16] and frac.tolist() == [0.5, 0.9]
+    same_size = matrix_curve(shaped, 256, 768, 4)  # transposed: the size's blend
+    assert same_size[1].tolist() == pytest.approx(gemm_curve(table, 768 * 256 * 4)[1].tolist())
+    assert row_efficiency(shaped, 768 * 256 * 4, 4, (768, 256)) == pytest.approx(0.5 + 0.4 * 3 / 15)
+    assert row_efficiency(shaped, 768 * 256 * 4, 4) == row_efficiency(plain, 768 * 256 * 4, 4)
+    peak = plain.peak("fp32")
+    for tokens in (1, 4, 64):
+        down = 2 * 768 * 256 * tokens / peak
+        was = down / float(np.interp(tokens, *gemm_curve(table, 768 * 256 * 4)))
+        now = down / float(np.interp(tokens, [1, 16], [0.5, 0.9]))
+        got = ForwardCost(m, shaped)._compute(0.0, tokens, "dense") - ForwardCost(m, plain)._compute(0.0, tokens, "dense")
+        assert got == pytest.approx(now - was, rel=1e-9)
+    assert (768, 256) in [kn for kns in weight_shapes(m, 1) for kn in kns]
+    # warm: a resident model takes gemm_shapes_warm, or the warm size curves where none were measured
+    warm = dict(gemm_rows_warm={768: [[1, 0.3], [4, 0.3], [16, 0.3]]}, cache_mb=64)
+    both = device("cpu", **base, **warm, gemm_shapes={"768x256": [[1, 0.5]]}, gemm_shapes_warm={"768x256": [[1, 0.7]]})
+    assert matrix_curve(both.for_weights(m.weight_bytes), 768, 256, 4)[1].tolist() == [0.7]
+    assert matrix_curve(both, 768, 256, 4)[1].tolist() == [0.5]
+    cold_only = device("cpu", **base, **warm, gemm_shapes={"768x256": [[1, 0.5]]})
+    assert matrix_curve(cold_only.for_weights(m.weight_bytes), 768, 256, 4)[1].tolist() == [0.3, 0.3, 0.3]
+    import yaml
+    back = device("cpu", **yaml.safe_load(yaml.safe_dump({k: v for k, v in both.to_profile().items()
+                                                          if k.startswith(("gemm_", "cache"))})))
+    assert back.gemm_shapes == both.gemm_shapes and back.gemm_shapes_warm == both.gemm_shapes_warm
+
+
+@pytest.mark.parametrize("extra,msg", [({"gemm_shapes": {"768": [[1, 0.1]]}}, "KxN"),
+                                       ({"gemm_shapes": {"0x5": [[1, 0.1]]}}, "positive"),
+                                       ({"gemm_shapes": {"2x5": [[2, 0.1], [1, 0.1]]}}, "rows must ascend"),
+                                       ({"gemm_shapes": [[1, 0.1]]}, "mapping"),
+                                       ({"gemm_shapes_warm": {"2x5": [[1, 0.1]]}}, "gemm_shapes"),
+                                       ({"gemm_shapes": {"2x5": [[1, 0.1]]}, "gemm_shapes_warm": {"2x5": [[1, 0.1]]}},
+                                        "cache_mb")])
+def test_bad_shape_curves_are_rejected(extra, msg):
+    from sim.errors import SpecError
+    with pytest.raises(SpecError, match=msg):
+        device("cpu", gemm_rows=CURVES, **extra)
+
+
+def test_shape_curves_need_the_size_curves_beside_them():
+    from sim.errors import SpecError
+    with pytest.raises(SpecError, match="needs `gemm_rows` beside it"):
+        device("cpu", gemm_shapes={"2x5": [[1, 0.1]]})
 
 
 @pytest.mark.parametrize("bad,msg", [({768: [[4, 0.1], [1, 0.2]]}, "rows must ascend"),

@@ -2,6 +2,7 @@
 drafter pricing, and the physics of the concurrency ceiling."""
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ from sim.simulator import simulate
 from sim.speculation import Speculator
 from sim.workload import make_requests
 from tests.helpers import make_trace
+
+ROOT = Path(__file__).resolve().parents[1]
 
 EAGLE = {"scheme": "eagle", "depth": 4, "acceptance": {"per_depth": [0.8, 0.75, 0.7, 0.65]}}
 EAGLE2 = {"scheme": "eagle2", "depth": 5, "topk": 6, "tree_tokens": 30, "acceptance": {"confidence": {"top1_mean": 0.6}}}
@@ -477,3 +480,25 @@ def pooled_form(scheme) -> dict:
     if a.confidence is not None:
         return {"confidence": {"top1_mean": a.confidence.top1_mean}}
     return {"rank_depth": [list(r) for r in a.rank.probs]}
+
+
+def test_matrix_shapes_are_the_family_checkpoints_matrices():
+    """The (k, n) a calibration times for the family trace (sim.cost.model_shapes of the target,
+    each scheme's matrix_shapes) are exactly the weight matrices the engine's family multiplies
+    by (`h @ W.T`, W (n, k)): every 2-D weight of its checkpoints (the tied embedding as the LM
+    head), and each Medusa head's h x h block."""
+    import torch
+
+    from sim.cost import model_shapes
+    from sim.spec import load_trace
+    trace = load_trace(ROOT / "traces" / "family-schemes.yaml")
+    priced = model_shapes(trace.model).union(*(s.matrix_shapes(trace.model) for s in trace.speculation))
+    family = ROOT / "engine" / "family"
+    held = set()
+    for name in ("target", "draft", "eagle", "mtp", "medusa"):
+        for key, w in torch.load(family / f"{name}.pt", map_location="cpu", weights_only=True)["state_dict"].items():
+            if w.dim() == 2 and not key.endswith("b"):
+                held.add((w.shape[1], w.shape[0]))
+            elif w.dim() == 3:  # Medusa's heads, (K, n, k)
+                held.add((w.shape[2], w.shape[1]))
+    assert priced == held

@@ -78,7 +78,12 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   back, the curves read the family's products up to 40% fast at 1-16 rows, 15% on average),
   and `cache_mb`, the last-level cache's size as sysfs gives it. CPU BLAS changes kernels with
   M (4 rows can cost 1.5x 3 rows) and its rate depends on the matrix size, which no
-  one-parameter curve follows;
+  one-parameter curve follows; and `gemm_shapes` / `gemm_shapes_warm`: the same two curves for
+  the priced models' own matrices (`shapes`: compare's trace's target and drafters, the
+  step-time grid's models; sim.cost.model_shapes), which price a matrix of that shape in place of
+  its size's blend (since 0.29.0: at equal size a shape's rate differs by up to 1.6x, a
+  Llama-shaped down projection faster than its size's probes, the family's LM head slower;
+  bench/bench_matmul_shapes.py);
 - KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each (one query
   head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`; on a CPU the
   same at 0.5, 2, 8, 32 and 128 MiB a call (the two small ones the family's own decode
@@ -189,6 +194,7 @@ from validation.probes import (attention_figures, attention_key, attention_probe
                                kv_size_curve, KV_SIZES, last_level_cache_bytes, matmul_probes)  # noqa: E402
 from sim.cli import fail  # noqa: E402
 from sim.errors import SpecError  # noqa: E402
+from sim.cost import model_shapes  # noqa: E402
 from sim.models import ModelSpec  # noqa: E402
 from validation.timing import block_times, host_gap, interleaved_times, mean_time, steady_time  # noqa: E402
 from validation.profile import write_profile  # noqa: E402
@@ -231,9 +237,12 @@ class Calibration:
     runs) can run between rounds, so the profile and what it predicts see the same spells of a
     drifting host. Sizes are parameters so a test can run the CPU form small."""
 
-    def __init__(self, size_mb: int = 512, gemm_n: int = 1024, device: str = "cpu", context: ModelSpec | None = None):
+    def __init__(self, size_mb: int = 512, gemm_n: int = 1024, device: str = "cpu", context: ModelSpec | None = None,
+                 shapes=None):
         """context: the model whose passes' memory traffic the host-time probes run amid
-        (validation.traffic; on a CPU only; None: none, the probes' tiny models alone)."""
+        (validation.traffic; on a CPU only; None: none, the probes' tiny models alone); shapes:
+        the (k, n) weight matrices whose own matmul curves to measure (on a CPU; None: the
+        context's, sim.cost.model_shapes)."""
         self.size_mb, self.gemm_n = size_mb, gemm_n
         self.context = context if device == "cpu" else None
         traffic = self.traffic = Traffic.of(self.context, device)
@@ -259,6 +268,15 @@ class Calibration:
         # a write over 1.5x that cache (at most the copy probe's buffer) evicts the cold curves' weights
         flush = src[:min(src.numel(), self.cache_bytes * 3 // 8)] if self.cache_bytes else src
         self.halves = matmul_probes(device, ((1024, 4096),), (16, 32, 64, 128)) if device == "cpu" else {}
+        # the models' own matrices, cold and (those that fit a warm pool) warm: {(k, n, M): (call, FLOPs)}
+        if shapes is None:
+            shapes = model_shapes(context) if context is not None else ()
+        shapes = sorted(set(shapes)) if device == "cpu" else []
+        pool = (4 << 20) if small else (64 << 20)
+        self.shapes = {(k, n, m): c for k, n in shapes for (_, m), c in matmul_probes(device, [(k, n)], rows, pool).items()}
+        warm_pool = min(64 << 20, self.cache_bytes // 2)
+        self.shapes_warm = {(k, n, m): c for k, n in shapes if 4 * k * n <= warm_pool
+                            for (_, m), c in matmul_probes(device, [(k, n)], rows, warm_pool).items()}
         self.copy_bytes, self.stream_bytes = 2 * src.numel() * 4, mat.numel() * 4
 
         # every probe's memory touched right before it is timed: a page left untouched for
@@ -309,6 +327,11 @@ class Calibration:
         probes |= {("adjacent", *key): lambda fn=fn: steady_time(fn, device) for key, (fn, _) in self.warm.items()
                    if key[1] == 1}
         probes |= {("half", *key): timed(fn, 2) for key, (fn, _) in self.halves.items()}
+        probes |= {("shape", *key): cold(fn) for key, (fn, _) in self.shapes.items()}
+        probes |= {("shapew", *key): lambda fn=fn: steady_time(fn, device, between=gap)
+                   for key, (fn, _) in self.shapes_warm.items()}
+        probes |= {("shapeadj", *key): lambda fn=fn: steady_time(fn, device) for key, (fn, _) in self.shapes_warm.items()
+                   if key[2] == 1}
         # the gather, each size on its own: on a CPU cold (kv_sizes) and, where the cache's size is
         # known, warm: once repeating it stops making it faster (kv_sizes_warm); elsewhere the middle size alone, two
         # calls (the first refills what the copy probe swept out), gives eta_kv
@@ -435,6 +458,12 @@ class Calibration:
                 for (kib, m), (_, flops) in probes.items():
                     table.setdefault(kib, []).append([m, round(flops / (t[(key, kib, m)] * peak), 4)])
                 out[name] = table
+        for name, key, probes in (("gemm_shapes", "shape", self.shapes), ("gemm_shapes_warm", "shapew", self.shapes_warm)):
+            if probes:
+                shaped: dict[str, list] = {}
+                for (k, n, m), (_, flops) in probes.items():
+                    shaped.setdefault(f"{k}x{n}", []).append([m, round(flops / (t[(key, k, n, m)] * peak), 4)])
+                out[name] = shaped
         out["cache_bytes"] = self.cache_bytes
         out["warm_gap_s"] = WARM_GAP_S  # the host work between two passes of the warm curves
         tr = self.traffic  # the memory traffic the host-time probes ran amid (validation.traffic)
@@ -443,8 +472,11 @@ class Calibration:
         # at one row back to back, as the layer probes' calls meet them
         adjacent = {kib: [[1, round(flops / (t[("adjacent", kib, m)] * peak), 4)]]
                     for (kib, m), (_, flops) in self.warm.items() if m == 1}
+        adjacent_shapes = {f"{k}x{n}": [[1, round(flops / (t[("shapeadj", k, n, m)] * peak), 4)]]
+                           for (k, n, m), (_, flops) in self.shapes_warm.items() if m == 1}
         products = layer_products_time(out.get("gemm_rows", {}), peak, out["stream_bw"], DEEP,
-                                       adjacent or None, self.cache_bytes)
+                                       adjacent or None, self.cache_bytes, out.get("gemm_shapes"),
+                                       adjacent_shapes or None)
         out["layer_s"] = layer_time(t, DEEP, products) if "layer1" in t else per_layer
         out["kv_sizes"] = kv_size_curve(t, out["stream_bw"]) if self.serial else []
         out["kv_sizes_warm"] = kv_size_curve(t, out["stream_bw"], "kvw") if self.serial and self.cache_bytes else []

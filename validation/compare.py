@@ -181,6 +181,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     from engine.checkpoint import resolve
     from engine.cli import run_trace as engine_run
     from sim.cli import run_trace as sim_run
+    from sim.cost import model_shapes
     from sim.spec import load_trace
     from validation.calibrate import Calibration
     from validation.profile import write_profile
@@ -189,7 +190,10 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
 
     trace = load_trace(trace_path)
     # the probes' host work amid the memory traffic of the model the engine runs (validation.traffic)
-    cal = Calibration(context=resolve(trace).spec) if calibrate else None
+    # and the matmul curves of its target's and drafters' own matrices (sim.cost.model_shapes)
+    spec = resolve(trace).spec
+    shapes = model_shapes(spec, trace.tp).union(*(s.matrix_shapes(spec, trace.tp) for s in trace.speculation))
+    cal = Calibration(context=spec, shapes=shapes) if calibrate else None
     # CALIBRATION_CYCLES of the probes per engine run of the trace, before its schemes' runs
     probe_speeds: list[tuple[float, float]] = []  # (seconds, host speed) of each call of the probes
     ticks = timed_ticks(cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES),

@@ -207,12 +207,13 @@ def layer_probes(layers: int, device: str) -> dict:
 
 
 def layer_products_time(gemm_rows: dict, peak: float, stream_bw: float, layers: int,
-                        warm: dict | None = None, cache_bytes: float = 0) -> float:
+                        warm: dict | None = None, cache_bytes: float = 0, shapes: dict | None = None,
+                        warm_shapes: dict | None = None) -> float:
     """What the cost model charges for one EW_SPEC layer's weight products at one row, in a model
     of `layers` such layers (the layer probes'), on the measured matmul curves (`gemm_rows`, and
     `warm` where that model's weights fit `cache_bytes` of last-level cache: {KiB: [[rows,
-    fraction], ...]}) and streaming rate: the larger of their compute and their weights'
-    streaming time. Taking off the price, not the products as timed beside the probe, keeps a
+    fraction], ...]}; `shapes` and `warm_shapes` the same by shape, {"KxN": [[rows, fraction],
+    ...]}) and streaming rate: the larger of their compute and their weights' streaming time. Taking off the price, not the products as timed beside the probe, keeps a
     step of the family's shape right (its host time plus the priced products is the layer as
     timed)."""
     from dataclasses import replace
@@ -226,6 +227,8 @@ def layer_products_time(gemm_rows: dict, peak: float, stream_bw: float, layers: 
         profile["gemm_rows"] = gemm_rows
         if warm:
             profile |= {"gemm_rows_warm": warm, "cache_mb": cache_bytes / 2**20}
+        profile |= {"gemm_shapes": shapes} if shapes else {}
+        profile |= {"gemm_shapes_warm": warm_shapes} if shapes and warm and warm_shapes else {}
     hw = hardware_from_node(Node(profile, None, "hardware"), Path(".")).for_weights(replace(EW_SPEC, layers=layers).weight_bytes)
     cost = ForwardCost(replace(EW_SPEC, layers=1), hw, lm_head=False)
     _, _, _, compute, memory = cost._token_part(1, 0)

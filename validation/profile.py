@@ -87,6 +87,9 @@ ngram_seq_us: {m['ngram_seq_s'] * 1e6:.2f}
 """ + _gemm_rows_yaml("gemm_rows", m.get("gemm_rows"), "weights read from memory") \
         + _gemm_rows_yaml("gemm_rows_warm", m.get("gemm_rows_warm"),
                           f"weights in the last-level cache, passes {m.get('warm_gap_s', 0) * 1e3:g} ms apart") \
+        + _gemm_rows_yaml("gemm_shapes", m.get("gemm_shapes"), "weights read from memory", "matrix shape (k x n)") \
+        + _gemm_rows_yaml("gemm_shapes_warm", m.get("gemm_shapes_warm"), "weights in the last-level cache",
+                          "matrix shape (k x n)") \
         + (f"cache_mb: {m['cache_bytes'] / 2**20:g}  # the last-level cache\n" if m.get("cache_bytes") else "")
 
 
@@ -99,11 +102,11 @@ def _context_note(context) -> str:
             f"target pass, {drafter / 2**20:.1f} MiB after a drafter pass")
 
 
-def _gemm_rows_yaml(key: str, table: dict | None, what: str) -> str:
+def _gemm_rows_yaml(key: str, table: dict | None, what: str, per: str = "weight-matrix size in KiB") -> str:
     if not table:
         return ""
-    lines = [f"# matmul rate over M rows, fraction of the fp32 GEMM peak, per weight-matrix size in KiB ({what}):"]
-    lines += [f"{key}:"] + [f"  {kib}: {curve}" for kib, curve in table.items()]
+    lines = [f"# matmul rate over M rows, fraction of the fp32 GEMM peak, per {per} ({what}):"]
+    lines += [f"{key}:"] + [f"  {size}: {curve}" for size, curve in table.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -197,6 +197,7 @@ def fit(points: list[dict], hw) -> tuple[dict, object]:
 def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bool = False, repeats: int = 1,
         progress=print, rounds: int = 6, size_mb: int = 512, sample_s: float = SAMPLE_S) -> dict:
     from engine.model import Model
+    from sim.cost import model_shapes
     from sim.hardware import hardware_from_node
     from validation.calibrate import DEFAULT_CONTEXT, Calibration, context_model
     from validation.profile import write_profile
@@ -206,12 +207,15 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     width = 4.0 if device == "cpu" else 2.0
     # on a CPU the probes' host work amid the family's memory traffic (validation.traffic): its
     # forwards are the grid's most host-bound
-    cal = None if hardware else Calibration(size_mb, device=device, context=context_model(DEFAULT_CONTEXT))
+    # (and the matmul curves of the grid's own matrices: sim.cost.model_shapes)
+    specs = [(name, changes, replace(model_from_node(Node(name, "steptime", "model"), ROOT), **changes,
+                                     bytes_per_weight=width, bytes_per_kv=width))
+             for name, changes in MODELS["cpu" if device == "cpu" else "gpu"]]
+    cal = None if hardware else Calibration(size_mb, device=device, context=context_model(DEFAULT_CONTEXT),
+                                            shapes=set().union(*(model_shapes(spec) for *_, spec in specs)))
     out.mkdir(parents=True, exist_ok=True)
     models, points = [], []
-    for name, changes in MODELS["cpu" if device == "cpu" else "gpu"]:
-        spec = replace(model_from_node(Node(name, "steptime", "model"), ROOT), **changes,
-                       bytes_per_weight=width, bytes_per_kv=width)
+    for name, changes, spec in specs:
         models.append(Model.random(spec, seed=0, device=device, dtype=dtype))
         for p in grid(quick):
             points.append({**p, "model": spec.name if not changes else f"{spec.name}-scaled", "spec": spec,

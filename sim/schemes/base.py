@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, ClassVar
 
 from sim import trees as T
-from sim.cost import Cost
+from sim.cost import Cost, model_shapes
 from sim.drafters import PassPricer
 from sim.models import ModelSpec
 from sim.policy import parse_policy
@@ -44,6 +44,11 @@ class Scheme:
     def max_nodes(self) -> int:
         """The largest draft tree it may propose in one step (0 for no speculation)."""
         return 0
+
+    def matrix_shapes(self, model: ModelSpec, tp: int = 1) -> set[tuple[int, int]]:
+        """(k, n) of the weight matrices its drafter multiplies by, serving `model` over tp
+        devices (what a calibration times for this trace: validation/calibrate.py); none here."""
+        return set()
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,10 @@ class ModelDraftScheme(SpecScheme):
     def drafter_spec(self) -> tuple[ModelSpec, bool]:
         """(the network a pass runs, whether it first projects [feature; embedding] down)."""
         raise NotImplementedError
+
+    def matrix_shapes(self, model, tp=1):
+        spec, fuse = self.drafter_spec()
+        return model_shapes(spec, tp) | ({(2 * spec.hidden, spec.hidden)} if fuse else set())
 
     def drafter(self, trace):
         spec, fuse = self.drafter_spec()

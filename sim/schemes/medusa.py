@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from sim import trees as T
+from sim.cost import whole_shapes
 from sim.drafters import medusa_cost
 from sim.models import ModelSpec
 from sim.schemes.base import MAX_TREE, SpecScheme, need_rank_acceptance, parse_common
@@ -63,6 +64,11 @@ class Medusa(SpecScheme):
     def params(self) -> dict:
         return {**super().params(), "heads": self.max_depth, "tree_nodes": self.tree_nodes or "chain",
                 "typical_acceptance_lossy": self.typical, "lm_head": "shared" if self.shared_lm_head else "own"}
+
+    def matrix_shapes(self, model, tp=1):
+        """The heads' h x h blocks and the LM head (sim.drafters.medusa_cost)."""
+        h = model.hidden
+        return whole_shapes([(h, h / tp), (h, model.vocab / tp)])
 
     def drafter(self, trace):
         model, hw, tp, heads, shared = trace.model, trace.hardware.drafter(), trace.tp, self.max_depth, self.shared_lm_head
