@@ -223,6 +223,11 @@ WARM_GAP_S = 0.005
 # probe's memory is touched by an untimed call right before it is timed (Calibration: timed, cold).
 
 
+def curve_label(size: list):
+    """A matmul curve's key in the profile: [KiB] -> KiB (gemm_rows), [k, n] -> "KxN" (gemm_shapes)."""
+    return size[0] if len(size) == 1 else "x".join(map(str, size))
+
+
 def cold_time(fn, flush: torch.Tensor, device: str) -> float:
     """Seconds of one call of fn right after a write over `flush` (1.5x the last-level cache)
     swept the cache out, its memory touched by an untimed call before the sweep."""
@@ -452,28 +457,23 @@ class Calibration:
         out["gemm_half_rows"] = statistics.median(  # rate peak * M / (M + M0) -> M0 = t * peak / flops * M - M
             max(0.0, t[("half", *key)] * peak / flops * key[1] - key[1]) for key, (_, flops) in self.halves.items()
         ) if self.halves else 0.0
-        for name, key, probes in (("gemm_rows", "curve", self.curves), ("gemm_rows_warm", "warm", self.warm)):
+        # {KiB or "KxN": [[rows, fraction of the peak], ...]} per curve, as the profile writes them
+        for name, key, probes in (("gemm_rows", "curve", self.curves), ("gemm_rows_warm", "warm", self.warm),
+                                  ("gemm_shapes", "shape", self.shapes), ("gemm_shapes_warm", "shapew", self.shapes_warm)):
             if probes:
-                table: dict[int, list] = {}
-                for (kib, m), (_, flops) in probes.items():
-                    table.setdefault(kib, []).append([m, round(flops / (t[(key, kib, m)] * peak), 4)])
+                table: dict = {}
+                for (*size, m), (_, flops) in probes.items():
+                    table.setdefault(curve_label(size), []).append([m, round(flops / (t[(key, *size, m)] * peak), 4)])
                 out[name] = table
-        for name, key, probes in (("gemm_shapes", "shape", self.shapes), ("gemm_shapes_warm", "shapew", self.shapes_warm)):
-            if probes:
-                shaped: dict[str, list] = {}
-                for (k, n, m), (_, flops) in probes.items():
-                    shaped.setdefault(f"{k}x{n}", []).append([m, round(flops / (t[(key, k, n, m)] * peak), 4)])
-                out[name] = shaped
         out["cache_bytes"] = self.cache_bytes
         out["warm_gap_s"] = WARM_GAP_S  # the host work between two passes of the warm curves
         tr = self.traffic  # the memory traffic the host-time probes ran amid (validation.traffic)
         out["context"] = (self.context.name, tr.target_bytes, tr.drafter_bytes) if tr is not None else None
         # a family-shaped layer's host time beyond what the cost model charges for its products,
         # at one row back to back, as the layer probes' calls meet them
-        adjacent = {kib: [[1, round(flops / (t[("adjacent", kib, m)] * peak), 4)]]
-                    for (kib, m), (_, flops) in self.warm.items() if m == 1}
-        adjacent_shapes = {f"{k}x{n}": [[1, round(flops / (t[("shapeadj", k, n, m)] * peak), 4)]]
-                           for (k, n, m), (_, flops) in self.shapes_warm.items() if m == 1}
+        adjacent, adjacent_shapes = ({curve_label(size): [[1, round(flops / (t[(key, *size, m)] * peak), 4)]]
+                                      for (*size, m), (_, flops) in probes.items() if m == 1}
+                                     for key, probes in (("adjacent", self.warm), ("shapeadj", self.shapes_warm)))
         products = layer_products_time(out.get("gemm_rows", {}), peak, out["stream_bw"], DEEP,
                                        adjacent or None, self.cache_bytes, out.get("gemm_shapes"),
                                        adjacent_shapes or None)
