@@ -310,8 +310,13 @@ def whole_shapes(mats) -> set[tuple[int, int]]:
 def matrix_curve(hw: HardwareSpec, k: float, n: float, bytes_per_weight: float) -> tuple[np.ndarray, np.ndarray]:
     """(rows (points,), fraction (points,)) pricing a k x n weight matrix's products: its shape's
     own curve where one was measured (hardware.matmul_shapes), else its size's (gemm_curve)."""
-    curve = _shape_table(hw.matmul_shapes).get((k, n))
-    return curve if curve is not None else gemm_curve(hw.matmul_rows, k * n * bytes_per_weight)
+    return _curve(hw, k * n * bytes_per_weight, (k, n))
+
+
+def _curve(hw: HardwareSpec, weight_bytes: float, shape: tuple | None):
+    """The measured curve of `shape` where there is one, else that of `weight_bytes`."""
+    curve = _shape_table(hw.matmul_shapes).get(shape) if shape else None
+    return curve if curve is not None else gemm_curve(hw.matmul_rows, weight_bytes)
 
 
 @lru_cache(maxsize=64)
@@ -327,9 +332,7 @@ def row_efficiency(hw: HardwareSpec, weight_bytes: float, rows, shape: tuple | N
     matrices)."""
     r = max(rows, 1)
     if hw.matmul_rows:
-        curve = _shape_table(hw.matmul_shapes).get(shape) if shape else None
-        at, frac = curve if curve is not None else gemm_curve(hw.matmul_rows, weight_bytes)
-        return float(np.interp(r, at, frac))
+        return float(np.interp(r, *_curve(hw, weight_bytes, shape)))
     return r / (r + hw.gemm_half_rows) if hw.gemm_half_rows else 1.0
 
 

@@ -191,9 +191,11 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     trace = load_trace(trace_path)
     # the probes' host work amid the memory traffic of the model the engine runs (validation.traffic)
     # and the matmul curves of its target's and drafters' own matrices (sim.cost.model_shapes)
-    spec = resolve(trace).spec
-    shapes = model_shapes(spec, trace.tp).union(*(s.matrix_shapes(spec, trace.tp) for s in trace.speculation))
-    cal = Calibration(context=spec, shapes=shapes) if calibrate else None
+    cal = None
+    if calibrate:
+        spec = resolve(trace).spec
+        cal = Calibration(context=spec, shapes=model_shapes(spec, trace.tp).union(
+            *(s.matrix_shapes(spec, trace.tp) for s in trace.speculation)))
     # CALIBRATION_CYCLES of the probes per engine run of the trace, before its schemes' runs
     probe_speeds: list[tuple[float, float]] = []  # (seconds, host speed) of each call of the probes
     ticks = timed_ticks(cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES),

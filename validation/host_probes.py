@@ -213,7 +213,8 @@ def layer_products_time(gemm_rows: dict, peak: float, stream_bw: float, layers: 
     of `layers` such layers (the layer probes'), on the measured matmul curves (`gemm_rows`, and
     `warm` where that model's weights fit `cache_bytes` of last-level cache: {KiB: [[rows,
     fraction], ...]}; `shapes` and `warm_shapes` the same by shape, {"KxN": [[rows, fraction],
-    ...]}) and streaming rate: the larger of their compute and their weights' streaming time. Taking off the price, not the products as timed beside the probe, keeps a
+    ...]}) and streaming rate: the larger of their compute and their weights' streaming time.
+    Taking off the price, not the products as timed beside the probe, keeps a
     step of the family's shape right (its host time plus the priced products is the layer as
     timed)."""
     from dataclasses import replace

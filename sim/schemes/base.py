@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, ClassVar
 
 from sim import trees as T
-from sim.cost import Cost, model_shapes
+from sim.cost import Cost, model_shapes, whole_shapes
 from sim.drafters import PassPricer
 from sim.models import ModelSpec
 from sim.policy import parse_policy
@@ -114,7 +114,8 @@ class ModelDraftScheme(SpecScheme):
 
     def matrix_shapes(self, model, tp=1):
         spec, fuse = self.drafter_spec()
-        return model_shapes(spec, tp) | ({(2 * spec.hidden, spec.hidden)} if fuse else set())
+        h = spec.hidden  # and the fused input's 2h -> h projection (sim.drafters.linear_cost)
+        return model_shapes(spec, tp) | (whole_shapes([(2 * h, h / tp)]) if fuse else set())
 
     def drafter(self, trace):
         spec, fuse = self.drafter_spec()
