@@ -359,10 +359,13 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         if spec[key] and not spec["gemm_rows"]:
             raise (f[key] if key in f else node).error(
                 "needs `gemm_rows` beside it (the curves by size that price the other matrices)")
-    for warm, cold, what in (("gemm_rows_warm", "gemm_rows", "weights"), ("gemm_shapes_warm", "gemm_shapes", "weights"),
+    # (a warm shape table stands alone: a model whose weights fit the cache is priced on it alone,
+    # so the calibration times its shapes warm only; a shape without a cold curve then prices on
+    # its size's, gemm_rows, where the weights are read from memory)
+    for warm, cold, what in (("gemm_rows_warm", "gemm_rows", "weights"), ("gemm_shapes_warm", None, None),
                              ("kv_sizes_warm", "kv_sizes", "K and V")):
         at = f[warm] if warm in f else node
-        if spec[warm] and not spec[cold]:
+        if spec[warm] and cold and not spec[cold]:
             raise at.error(f"needs `{cold}` beside it (the curve for {what} read from memory)")
         if spec[warm] and not spec["cache_bytes"]:
             raise at.error("needs `cache_mb` beside it (the last-level cache the warm curve fits in)")

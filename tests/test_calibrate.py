@@ -454,23 +454,26 @@ def test_probes_run_amid_their_context_and_the_profile_says_so():
     assert plain.traffic is None and plain.context is None
     # the context's own matrices get matmul curves of their own, cold and (where they fit) warm
     from sim.cost import model_shapes
-    assert {(k, n) for k, n, _ in cal.shapes} == model_shapes(context_model("tiny")) and not plain.shapes
-    assert not cal.cache_bytes or {(k, n) for k, n, _ in cal.shapes_warm} == model_shapes(context_model("tiny"))
+    # where its weights fit the last-level cache (it is priced on the warm curves), warm only
+    timed = cal.shapes_warm if cal.cache_bytes and context_model("tiny").weight_bytes <= cal.cache_bytes else cal.shapes
+    assert {(k, n) for k, n, _ in timed} == model_shapes(context_model("tiny")) and not plain.shapes
+    assert not (cal.shapes and cal.shapes_warm)
 
 
 def test_shape_curves_are_measured_written_and_read_back(tmp_path):
-    """Calibration(shapes=...) times `x @ W.T` for each (k, n) at the small form's rows, cold and
-    (where this host says how large its cache is) warm, as gemm_shapes / gemm_shapes_warm; the
+    """Calibration(models=...) times `x @ W.T` for each (k, n) at the small form's rows where
+    its model prices it: cold (gemm_shapes) for a model larger than the last-level cache, warm
+    (gemm_shapes_warm) for one that fits it (where this host says how large its cache is); the
     profile writes them and a loaded profile prices a matrix of that shape on its curve."""
     from sim.cost import row_efficiency
     from validation.calibrate import Calibration
-    cal = Calibration(size_mb=8, gemm_n=64, shapes={(64, 96), (96, 64)})
+    cal = Calibration(size_mb=8, gemm_n=64, models=[(1 << 40, {(64, 96), (96, 64)}), (1 << 10, {(64, 96), (32, 32)})])
     cal.complete()
     m = cal.figures()
-    assert sorted(m["gemm_shapes"]) == ["64x96", "96x64"]
+    assert sorted(m["gemm_shapes"]) == ["64x96", "96x64"] + ([] if cal.cache_bytes else ["32x32"])
     assert all([r for r, _ in c] == [1, 4, 16] and all(f > 0 for _, f in c) for c in m["gemm_shapes"].values())
     if cal.cache_bytes:
-        assert sorted(m["gemm_shapes_warm"]) == ["64x96", "96x64"]
+        assert sorted(m["gemm_shapes_warm"]) == ["32x32", "64x96"]
     path = tmp_path / "p.yaml"
     path.write_text(profile_yaml(m, "test CPU", 8, "test"))
     hw = hardware_from_node(Node(str(path), None, "hardware"), Path("."))

@@ -343,3 +343,14 @@ def test_step_time_by_tokens_matches_step_shapes_and_leaves_out_prefill_and_draf
     assert small["steps"] == 2 and small["ratio"] == pytest.approx((0.012 * 2) / (0.010 + 0.012))
     assert big["steps"] == 1 and big["ratio"] == pytest.approx(0.038 / 0.048)  # (0.036 + 0.040) / 2 over 0.048
     assert big["engine_s"] == pytest.approx(0.048)
+
+
+@pytest.mark.parametrize("extra", [["--cycles", "0", "--calibrate"], ["--cycles", "2"]])
+def test_cycles_must_be_positive_and_go_with_calibrate(tmp_path, extra, capsys):
+    """`--cycles` (calibration probe cycles per engine run) below 1, or without --calibrate, is a
+    usage error (exit 2) before anything runs."""
+    from validation.__main__ import main
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "traces/engine-tiny.yaml", "--out", str(tmp_path / "o"), *extra])
+    assert exc.value.code == 2 and "--cycles must be at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -64,7 +64,7 @@ def test_end_to_end_throughput_error_is_bounded(tmp_path):
     path.write_text(yaml.safe_dump(TRACE))
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     args = ["validation", "compare", str(path), "--out", str(tmp_path / "cmp"), "--calibrate", "--repeats", "5",
-            "--threads", "1"]
+            "--cycles", "1", "--threads", "1"]
     # 356 s on the fifth VM (0.22.0: the host-time probes amid the model's traffic, the warm curves
     # a step apart; 246 s before): room for a host twice as slow
     proc = subprocess.run([sys.executable, "-m", *args], env=env, capture_output=True, text=True, timeout=900)

@@ -8,7 +8,7 @@ from pathlib import Path
 from engine.host_memory import retain_freed_memory
 from sim.cli import fail
 from sim.errors import SpecError
-from validation.compare import compare, print_comparison
+from validation.compare import CALIBRATION_CYCLES, compare, print_comparison
 
 
 def main(argv=None) -> int:
@@ -25,6 +25,8 @@ def main(argv=None) -> int:
                    help="the simulator's draws (default 4 x --repeats; its percentiles: the mean over groups of --repeats)")
     c.add_argument("--calibrate", action="store_true",
                    help="measure the profile with calibration probes run before each scheme's engine run")
+    c.add_argument("--cycles", type=int, default=None,
+                   help="with --calibrate: cycles of every probe per engine run of the trace (default 2)")
     st = sub.add_parser("steptime", help="time the engine's forward over a grid and compare with the simulator")
     st.add_argument("--out", type=Path, required=True)
     st.add_argument("--hardware", type=Path, default=None,
@@ -41,6 +43,8 @@ def main(argv=None) -> int:
     retain_freed_memory()  # as `python -m engine` runs: no fresh pages for large per-step tensors
     if args.cmd == "compare" and args.calibrate and args.hardware:
         ap.error("--calibrate measures the profile; it cannot be given with --hardware")
+    if getattr(args, "cycles", None) is not None and (args.cycles < 1 or not args.calibrate):
+        ap.error("--cycles must be at least 1, and goes with --calibrate")
     if args.repeats < 1 or getattr(args, "rounds", 1) < 1:
         ap.error("--repeats and --rounds must be at least 1")
     if getattr(args, "draws", None) is not None and args.draws < getattr(args, "repeats", 1):
@@ -70,7 +74,8 @@ def main(argv=None) -> int:
         return 0
     try:
         result = compare(args.trace, args.out, args.hardware, progress=sys.stderr.isatty(), repeats=args.repeats,
-                         calibrate=args.calibrate, warmup=args.warmup, draws=args.draws)
+                         calibrate=args.calibrate, warmup=args.warmup, draws=args.draws,
+                         cycles=args.cycles or CALIBRATION_CYCLES)
     except SpecError as exc:
         return fail(exc)
     print_comparison(result)

@@ -66,7 +66,8 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   -> `gemm_half_rows` M0 (the rate at M rows is peak * M / (M + M0)); and the measured curves
   that replace it, `gemm_rows`: the engine's product `x @ W.T` for weight matrices of 0.75 to
   64 MiB (GEMM_SIZES) at M = 1..512 rows (GEMM_ROWS), each call a pass over 64 MiB of distinct
-  matrices (out of L2, as a forward pass meets each weight once) right after a write over 1.5x
+  matrices (out of L2, as a forward pass meets each weight once; above 16 rows a pass over fewer,
+  8 MiB at least: probes.POOL_ROWS, since 0.30.0) right after a write over 1.5x
   the last-level cache (the weights read from memory, as a model larger than the cache reads
   them), as a fraction of the GEMM peak; `gemm_rows_warm`: the same products over distinct
   matrices filling at most half that cache, timed once passing over them again stops making them
@@ -228,6 +229,19 @@ def curve_label(size: list):
     return size[0] if len(size) == 1 else "x".join(map(str, size))
 
 
+def priced_shapes(models, cache_bytes: int) -> tuple[set, set]:
+    """(cold, warm): the matrix shapes whose curves price `models` ((weights' bytes per device,
+    {(k, n)}) each), as the simulator prices them (sim.hardware.HardwareSpec.for_weights): a
+    model's whose weights fit the last-level cache (`cache_bytes`, 0: unknown) on the warm
+    curves, the others' on the cold ones. Timing each shape only where it prices halves the shape
+    probes of a one-model trace (the family's eleven shapes had been 37 of a calibration round's
+    64 s, cold and warm)."""
+    cold, warm = set(), set()
+    for weight_bytes, shapes in models:
+        (warm if cache_bytes and 0 < weight_bytes <= cache_bytes else cold).update(shapes)
+    return cold, warm
+
+
 def cold_time(fn, flush: torch.Tensor, device: str) -> float:
     """Seconds of one call of fn right after a write over `flush` (1.5x the last-level cache)
     swept the cache out, its memory touched by an untimed call before the sweep."""
@@ -243,11 +257,13 @@ class Calibration:
     drifting host. Sizes are parameters so a test can run the CPU form small."""
 
     def __init__(self, size_mb: int = 512, gemm_n: int = 1024, device: str = "cpu", context: ModelSpec | None = None,
-                 shapes=None):
+                 models=None):
         """context: the model whose passes' memory traffic the host-time probes run amid
-        (validation.traffic; on a CPU only; None: none, the probes' tiny models alone); shapes:
-        the (k, n) weight matrices whose own matmul curves to measure (on a CPU; None: the
-        context's, sim.cost.model_shapes)."""
+        (validation.traffic; on a CPU only; None: none, the probes' tiny models alone); models:
+        the priced models, (weights' bytes per device, {(k, n)} weight matrices) each, whose
+        matrices get matmul curves of their own (on a CPU), each where it prices (priced_shapes:
+        warm where its weights fit the last-level cache, else cold; None: the context's,
+        sim.cost.model_shapes)."""
         self.size_mb, self.gemm_n = size_mb, gemm_n
         self.context = context if device == "cpu" else None
         traffic = self.traffic = Traffic.of(self.context, device)
@@ -266,22 +282,22 @@ class Calibration:
         small = gemm_n < 1024  # the test-sized form
         sizes, rows = ((64, 128), (128, 256)) if small else GEMM_SIZES, (1, 4, 16) if small else GEMM_ROWS
         self.cache_bytes = last_level_cache_bytes() if device == "cpu" else 0
-        self.curves = matmul_probes(device, sizes, rows) if device == "cpu" else {}
+        self.curves = matmul_probes(device, sizes, rows, shrink=True) if device == "cpu" else {}
         # the warm curves' pools fit half the last-level cache (none where its size is unknown)
-        self.warm = matmul_probes(device, sizes, rows, min(64 << 20, self.cache_bytes // 2)) \
+        self.warm = matmul_probes(device, sizes, rows, min(64 << 20, self.cache_bytes // 2), shrink=True) \
             if device == "cpu" and self.cache_bytes else {}
         # a write over 1.5x that cache (at most the copy probe's buffer) evicts the cold curves' weights
         flush = src[:min(src.numel(), self.cache_bytes * 3 // 8)] if self.cache_bytes else src
         self.halves = matmul_probes(device, ((1024, 4096),), (16, 32, 64, 128)) if device == "cpu" else {}
         # the models' own matrices, cold and (those that fit a warm pool) warm: {(k, n, M): (call, FLOPs)}
-        if shapes is None:
-            shapes = model_shapes(context) if context is not None else ()
-        shapes = sorted(set(shapes)) if device == "cpu" else []
+        if models is None:
+            models = [(context.weight_bytes, model_shapes(context))] if context is not None else []
+        shapes, warm_shapes = ((sorted(s) if device == "cpu" else []) for s in priced_shapes(models, self.cache_bytes))
         pool = (4 << 20) if small else (64 << 20)
-        self.shapes = {(k, n, m): c for k, n in shapes for (_, m), c in matmul_probes(device, [(k, n)], rows, pool).items()}
+        self.shapes = {(k, n, m): c for k, n in shapes for (_, m), c in matmul_probes(device, [(k, n)], rows, pool, True).items()}
         warm_pool = min(64 << 20, self.cache_bytes // 2)
-        self.shapes_warm = {(k, n, m): c for k, n in shapes if 4 * k * n <= warm_pool
-                            for (_, m), c in matmul_probes(device, [(k, n)], rows, warm_pool).items()}
+        self.shapes_warm = {(k, n, m): c for k, n in warm_shapes if 4 * k * n <= warm_pool
+                            for (_, m), c in matmul_probes(device, [(k, n)], rows, warm_pool, True).items()}
         self.copy_bytes, self.stream_bytes = 2 * src.numel() * 4, mat.numel() * 4
 
         # every probe's memory touched right before it is timed: a page left untouched for

@@ -10,8 +10,8 @@
    about twice it is within the engine's own run-to-run noise).
    With `--calibrate`, validation.calibrate's probes (their host work amid the memory traffic
    of the model the engine runs: validation.traffic) run a few at a time
-   before each scheme's run (CALIBRATION_CYCLES cycles of them per engine run of the trace, the
-   last cycle completed at the end), and the simulator is priced with the profile they measure
+   before each scheme's run (`--cycles` cycles of them per engine run of the trace, by default
+   CALIBRATION_CYCLES; the last cycle completed at the end), and the simulator is priced with the profile they measure
    (DIR/measured-hardware.yaml): on a host whose speed swings by up to 1.8x in spells of about
    ten seconds, a profile measured at other moments mispredicts every scheme alike.
 2. Acceptance the trace leaves out is filled from the engine's own measurement, pooled over the
@@ -177,7 +177,8 @@ def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measure
 
 
 def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress: bool = False,
-            repeats: int = 1, calibrate: bool = False, warmup: int = 1, draws: int | None = None) -> dict:
+            repeats: int = 1, calibrate: bool = False, warmup: int = 1, draws: int | None = None,
+            cycles: int = CALIBRATION_CYCLES) -> dict:
     from engine.checkpoint import resolve
     from engine.cli import run_trace as engine_run
     from sim.cli import run_trace as sim_run
@@ -194,11 +195,11 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     cal = None
     if calibrate:
         spec = resolve(trace).spec
-        cal = Calibration(context=spec, shapes=model_shapes(spec, trace.tp).union(
-            *(s.matrix_shapes(spec, trace.tp) for s in trace.speculation)))
-    # CALIBRATION_CYCLES of the probes per engine run of the trace, before its schemes' runs
+        cal = Calibration(context=spec, models=[(spec.weight_bytes / trace.tp, model_shapes(spec, trace.tp).union(
+            *(s.matrix_shapes(spec, trace.tp) for s in trace.speculation)))])
+    # `cycles` of the probes per engine run of the trace, before its schemes' runs
     probe_speeds: list[tuple[float, float]] = []  # (seconds, host speed) of each call of the probes
-    ticks = timed_ticks(cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), CALIBRATION_CYCLES),
+    ticks = timed_ticks(cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), cycles),
                         probe_speeds) if cal is not None else None
     speeds: dict[str, list[tuple[float, float]]] = {}  # run tag -> [(duration, host speed)] per engine run
     # label -> request id -> (sequence-steps that could draft, of which drafted)

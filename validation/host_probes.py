@@ -229,7 +229,7 @@ def layer_products_time(gemm_rows: dict, peak: float, stream_bw: float, layers: 
         if warm:
             profile |= {"gemm_rows_warm": warm, "cache_mb": cache_bytes / 2**20}
         profile |= {"gemm_shapes": shapes} if shapes else {}
-        profile |= {"gemm_shapes_warm": warm_shapes} if shapes and warm and warm_shapes else {}
+        profile |= {"gemm_shapes_warm": warm_shapes} if warm and warm_shapes else {}
     hw = hardware_from_node(Node(profile, None, "hardware"), Path(".")).for_weights(replace(EW_SPEC, layers=layers).weight_bytes)
     cost = ForwardCost(replace(EW_SPEC, layers=1), hw, lm_head=False)
     _, _, _, compute, memory = cost._token_part(1, 0)

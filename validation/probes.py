@@ -16,16 +16,34 @@ from sim.models import ModelSpec
 from validation.timing import device_sync
 
 
-def matmul_probes(device: str, sizes, rows, pool_bytes: int = 64 << 20) -> dict:
+# a matmul curve's pool, above POOL_ROWS rows: shrunk with the rows (each call then does the FLOPs of
+# POOL_ROWS rows over the whole pool), to POOL_MIN_BYTES at least. With the freed memory retained
+# (engine/host_memory.py), 32-512 rows read the same rate either way: over five shapes x six row
+# counts x six rounds (2026-12-04, Zen 3 VM), the shrunk pool's rate over the full one's was
+# 0.981 +- 0.010 cold (the 16-row control, the same pool both: 0.994 +- 0.031) and 1.002 +- 0.010
+# warm. The full pools at 128-512 rows had made a calibration round's matmul curves 80% of its time.
+POOL_ROWS = 16
+POOL_MIN_BYTES = 8 << 20
+
+
+def matmul_probes(device: str, sizes, rows, pool_bytes: int = 64 << 20, shrink: bool = False) -> dict:
     """{(weight KiB, M): (call, FLOPs of one call)}: `x @ W.T` (x: (M, k), W: (n, k)) over
     distinct matrices filling `pool_bytes` (one at least), as a forward pass meets each weight
-    once (a matrix multiplied again straight away sits in L2 and runs up to 4x faster)."""
+    once (a matrix multiplied again straight away sits in L2 and runs up to 4x faster).
+    `shrink`: above POOL_ROWS rows a call takes only the first matrices of the pool, enough for
+    pool_bytes * POOL_ROWS / M (POOL_MIN_BYTES at least): for probes whose pool sits where it
+    should before each call (swept out of the caches, or settled in them), not for one whose
+    pool's size keeps it out of the cache."""
     out = {}
     for k, n in sizes:
         ws = [torch.randn(n, k, device=device) for _ in range(max(1, pool_bytes // (4 * k * n)))]
         for m in rows:
-            x = torch.randn(m, k, device=device)
-            out[(k * n * 4 // 1024, m)] = (lambda x=x, ws=ws: [x @ w.T for w in ws], 2 * m * k * n * len(ws))
+            x = torch.randn(m, k, device=device)  # (M, k)
+            used = ws
+            if shrink and m > POOL_ROWS:
+                keep = max(min(pool_bytes, POOL_MIN_BYTES), pool_bytes * POOL_ROWS // m)
+                used = ws[:max(1, keep // (4 * k * n))]
+            out[(k * n * 4 // 1024, m)] = (lambda x=x, ws=used: [x @ w.T for w in ws], 2 * m * k * n * len(used))
     return out
 
 

@@ -212,7 +212,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
                                      bytes_per_weight=width, bytes_per_kv=width))
              for name, changes in MODELS["cpu" if device == "cpu" else "gpu"]]
     cal = None if hardware else Calibration(size_mb, device=device, context=context_model(DEFAULT_CONTEXT),
-                                            shapes=set().union(*(model_shapes(spec) for *_, spec in specs)))
+                                            models=[(spec.weight_bytes, model_shapes(spec)) for *_, spec in specs])
     out.mkdir(parents=True, exist_ok=True)
     models, points = [], []
     for name, changes, spec in specs:
