@@ -1,6 +1,8 @@
 """`python -m validation compare TRACE --out DIR [--hardware PROFILE | --calibrate] [--repeats N] [--warmup N]
-[--draws N]` and
-`python -m validation steptime --out DIR ...` (see validation/compare.py, validation/steptime.py)."""
+[--draws N]`,
+`python -m validation steptime --out DIR ...` and
+`python -m validation split TRACE --out DIR [--hardware PROFILE] [--concurrency N] [--rounds R]`
+(see validation/compare.py, validation/steptime.py, validation/split.py)."""
 import argparse
 import sys
 from pathlib import Path
@@ -9,6 +11,10 @@ from engine.host_memory import retain_freed_memory
 from sim.cli import fail
 from sim.errors import SpecError
 from validation.compare import CALIBRATION_CYCLES, compare, print_comparison
+
+
+def progress_line(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
 
 
 def main(argv=None) -> int:
@@ -25,8 +31,6 @@ def main(argv=None) -> int:
                    help="the simulator's draws (default 4 x --repeats; its percentiles: the mean over groups of --repeats)")
     c.add_argument("--calibrate", action="store_true",
                    help="measure the profile with calibration probes run before each scheme's engine run")
-    c.add_argument("--cycles", type=int, default=None,
-                   help="with --calibrate: cycles of every probe per engine run of the trace (default 2)")
     st = sub.add_parser("steptime", help="time the engine's forward over a grid and compare with the simulator")
     st.add_argument("--out", type=Path, required=True)
     st.add_argument("--hardware", type=Path, default=None,
@@ -37,16 +41,32 @@ def main(argv=None) -> int:
     st.add_argument("--sample-ms", type=float, default=60.0,
                     help="a point's forward calls per pass run at least this long (default 60)")
     st.add_argument("--rounds", type=int, default=6, help="passes over the grid (each point's mean over all kept)")
-    for sp in (c, st):
+    sp_ = sub.add_parser("split", help="split the engine's steps into drafting, target forward (in the run and "
+                         "bare) and the rest, each against the simulator's price")
+    sp_.add_argument("trace", type=Path)
+    sp_.add_argument("--out", type=Path, required=True)
+    sp_.add_argument("--hardware", type=Path, default=None, help="measured profile (default traces/hardware/cpu-measured.yaml)")
+    sp_.add_argument("--concurrency", type=int, default=None,
+                     help="closed-loop concurrency (default: the trace's first sweep level, else its own arrivals)")
+    sp_.add_argument("--rounds", type=int, default=3, help="engine runs of each scheme (default 3)")
+    sp_.add_argument("--calibrate", action="store_true",
+                     help="measure the profile with calibration probes run between the engine's runs")
+    for sp in (c, sp_):
+        sp.add_argument("--cycles", type=int, default=None,
+                        help="with --calibrate: cycles of every probe per engine run of the trace (compare) "
+                             "or per round (split); default 2")
+    for sp in (c, st, sp_):
         sp.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     args = ap.parse_args(argv)
     retain_freed_memory()  # as `python -m engine` runs: no fresh pages for large per-step tensors
-    if args.cmd == "compare" and args.calibrate and args.hardware:
+    if getattr(args, "calibrate", False) and args.hardware:
         ap.error("--calibrate measures the profile; it cannot be given with --hardware")
     if getattr(args, "cycles", None) is not None and (args.cycles < 1 or not args.calibrate):
         ap.error("--cycles must be at least 1, and goes with --calibrate")
-    if args.repeats < 1 or getattr(args, "rounds", 1) < 1:
+    if getattr(args, "repeats", 1) < 1 or getattr(args, "rounds", 1) < 1:
         ap.error("--repeats and --rounds must be at least 1")
+    if getattr(args, "concurrency", None) is not None and args.concurrency < 1:
+        ap.error("--concurrency must be at least 1")
     if getattr(args, "draws", None) is not None and args.draws < getattr(args, "repeats", 1):
         ap.error("--draws must be at least --repeats")
     if getattr(args, "warmup", 0) < 0:
@@ -71,6 +91,16 @@ def main(argv=None) -> int:
             print(f"fit on {f['train_points']} points: {f['params']}; held-out median |error| "
                   f"{f['test']['median_abs']:.1%}, p90 {f['test']['p90_abs']:.1%}")
         print(f"wrote {args.out / 'steptime.json'}")
+        return 0
+    if args.cmd == "split":
+        from validation.split import print_split, split
+        try:
+            res = split(args.trace, args.out, args.hardware, args.concurrency, args.rounds, args.calibrate,
+                        args.cycles or CALIBRATION_CYCLES, progress=progress_line)
+        except SpecError as exc:
+            return fail(exc)
+        print_split(res)
+        print(f"wrote {args.out / 'split.json'}")
         return 0
     try:
         result = compare(args.trace, args.out, args.hardware, progress=sys.stderr.isatty(), repeats=args.repeats,

@@ -535,6 +535,14 @@ def measure(size_mb: int = 512, gemm_n: int = 1024, repeats: int = 7, device: st
 DEFAULT_CONTEXT = "tiny"
 
 
+def for_trace(trace, spec: ModelSpec) -> "Calibration":
+    """The calibration that prices `trace` run on the engine's model `spec`: its host-time probes
+    amid that model's memory traffic (validation.traffic), the matmul curves of its target's and
+    drafters' own matrices (sim.cost.model_shapes) at the residency they price at."""
+    return Calibration(context=spec, models=[(spec.weight_bytes / trace.tp, model_shapes(spec, trace.tp).union(
+        *(s.matrix_shapes(spec, trace.tp) for s in trace.speculation)))])
+
+
 def context_model(name: str) -> ModelSpec | None:
     """The model `--context` names (a preset or a YAML path; "none": None). A bad name is a
     SpecError (the CLI prints it and exits with 2)."""

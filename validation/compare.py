@@ -182,21 +182,14 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     from engine.checkpoint import resolve
     from engine.cli import run_trace as engine_run
     from sim.cli import run_trace as sim_run
-    from sim.cost import model_shapes
     from sim.spec import load_trace
-    from validation.calibrate import Calibration
+    from validation.calibrate import for_trace
     from validation.profile import write_profile
 
     from validation.timing import settled_reference
 
     trace = load_trace(trace_path)
-    # the probes' host work amid the memory traffic of the model the engine runs (validation.traffic)
-    # and the matmul curves of its target's and drafters' own matrices (sim.cost.model_shapes)
-    cal = None
-    if calibrate:
-        spec = resolve(trace).spec
-        cal = Calibration(context=spec, models=[(spec.weight_bytes / trace.tp, model_shapes(spec, trace.tp).union(
-            *(s.matrix_shapes(spec, trace.tp) for s in trace.speculation)))])
+    cal = for_trace(trace, resolve(trace).spec) if calibrate else None
     # `cycles` of the probes per engine run of the trace, before its schemes' runs
     probe_speeds: list[tuple[float, float]] = []  # (seconds, host speed) of each call of the probes
     ticks = timed_ticks(cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), cycles),

@@ -136,10 +136,15 @@ def predict(spec, hw, p: dict) -> float:
     """The forward pass alone, as timed: its layers and LM head plus one pass's host time (the
     engine's step adds scheduling, verification and commit: host_time, which the end-to-end
     comparison checks)."""
-    # a bare forward call (nothing samples or verifies its logits) of a model served alone, its
-    # products on the warm matmul curves where its weights fit the last-level cache
+    return bare_forward(spec, hw, work_of(p))
+
+
+def bare_forward(spec, hw, work: Work) -> float:
+    """The simulator's price of a bare forward call of `spec` over `work` under `hw` (not yet
+    for_weights): nothing samples or verifies its logits, the model is served alone, its products
+    on the warm matmul curves where its weights fit the last-level cache."""
     bare = replace(hw.for_weights(spec.weight_bytes), logit_s=0.0)
-    return float(ForwardCost(spec, bare)(work_of(p)).time + hw.pass_overhead_s + hw.index_check_s)
+    return float(ForwardCost(spec, bare)(work).time + hw.pass_overhead_s + hw.index_check_s)
 
 
 def summary(errs: list[float]) -> dict:
