@@ -60,6 +60,10 @@ class ModelSource:
         from engine.model import Model
         return Model.random(self.spec, self.seed, device=self.device, dtype=self.dtype, backend=self.backend)
 
+    def drafters_for(self, model, schemes):
+        """drafters(model) if any of `schemes` drafts with a model, else None."""
+        return self.drafters(model) if any(s.name not in ("none", "ngram") for s in schemes) else None
+
     def drafters(self, model):
         """The drafters' weights: a family's trained ones, or seeded random ones of the same shapes
         for a random model (engine/drafting/heads.py)."""

@@ -35,7 +35,7 @@ def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, pro
     check_schemes(trace)
     source = resolve(trace)
     model = source.build()
-    drafters = source.drafters(model) if any(s.name not in ("none", "ngram") for s in trace.speculation) else None
+    drafters = source.drafters_for(model, trace.speculation)
     ran = replace(trace, model=source.spec)  # the report describes (and prices) the model actually run
     levels: list[int | None] = list(trace.sweep_concurrency) or [None]
     t0 = time.time()

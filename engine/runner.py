@@ -40,7 +40,7 @@ from engine.sampling import warp
 from engine.verify import (verify_chain, verify_chain_greedy, verify_tree, verify_tree_greedy,
                            verify_tree_typical_lossy)
 from sim import trees as T
-from sim.cost import ForwardCost, Work, bound_of
+from sim.cost import ForwardCost, bound_of
 from sim.errors import SpecError
 from sim.scheduler import Scheduler, SeqState
 from sim.simulator import RunResult
@@ -338,9 +338,8 @@ class EngineRun:
                 self.tokens[seq.id].extend(emitted[i])
                 assert len(self.tokens[seq.id]) == seq.num_tokens
         allocs, frees = ops
-        tokens, pairs, kv_read, lm, prefill = batch.aggregates()
-        c = self.cost(Work(tokens=tokens, seqs=batch.size, pairs=pairs, kv_read=kv_read, lm_tokens=lm,
-                           mixed=batch.mixed(), **batch.multi_work()))
+        agg = tokens, _, _, _, prefill = batch.aggregates()
+        c = self.cost(batch.work(agg))
         self.log.append(1, self.now, dt, batch.size, tokens, sum(batch.context), c.flops, c.bytes,
                         bound_of(c.compute_time, c.memory_time), batch.accepted, allocs, frees, prefill,
                         self.timed.last if self.timed is not None else 0.0)

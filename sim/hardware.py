@@ -181,6 +181,12 @@ class HardwareSpec:
         return replace(self, logit_s=self.draft_logit_s) if self.draft_logit_s else self
 
     @property
+    def prices_verification(self) -> bool:
+        """Whether this profile prices the engine's verification calls around a pass (a measured
+        CPU's does: sim.cost.verify_host)."""
+        return bool(self.verify_call_s or self.tree_call_s or self.tree_node_s or self.pack_node_s)
+
+    @property
     def matmul_rows(self) -> tuple:
         """The matmul curves that price this device's products: gemm_rows_warm where for_weights
         found the model's weights fit the last-level cache, else gemm_rows."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 from sim import trees as T
+from sim.cost import Work
 from sim.kv import KVAllocator
 from sim.kv_count import PageCounter
 from sim.spec import ServingSpec
@@ -102,6 +103,13 @@ class Batch:
             if not dec:
                 prefill += q
         return tokens, pairs, kv_read, lm, prefill
+
+    def work(self, aggregates: tuple | None = None) -> Work:
+        """The step's forward work as the cost model prices it (`aggregates`: this batch's, where
+        the caller already has them)."""
+        tokens, pairs, kv_read, lm, _ = aggregates or self.aggregates()
+        return Work(tokens=tokens, seqs=self.size, pairs=pairs, kv_read=kv_read, lm_tokens=lm, mixed=self.mixed(),
+                    **self.multi_work())
 
     def multi_work(self) -> dict:
         """Work.multi_tokens and multi_kv: Σ over the sequences with several query tokens

@@ -57,8 +57,7 @@ class Replica:
                                planner=self.spec, max_nodes=scheme.max_nodes(), track_slots=False)
         self.target_cost = ForwardCost(trace.model, trace.hardware, trace.tp)
         self.speed = speed_process(trace.hardware, seed)  # None: constant speed
-        hw = trace.hardware  # whether the profile prices verification calls (a measured CPU's does)
-        self.verify_priced = bool(hw.verify_call_s or hw.tree_call_s or hw.tree_node_s or hw.pack_node_s)
+        self.verify_priced = trace.hardware.prices_verification
         self.log = StepLog()
         self.seqs: list[SeqState] = []
         self.pending = list(reversed(workload.requests))  # not yet arrived, next at the end
@@ -223,7 +222,7 @@ class Replica:
         sched = self.sched
         st = sched.kv.stats
         k = sched.run_limit(batch) if self.fast else 1
-        tokens, pairs, kv_read, lm, prefill = batch.aggregates()
+        agg = tokens, pairs, kv_read, lm, prefill = batch.aggregates()
         ctx = sum(batch.context)  # KV tokens before the step
         B = batch.size
         # pool operations since the last priced step (a naive commit's frees and copies land here)
@@ -239,8 +238,7 @@ class Replica:
             frees = np.zeros(k, dtype=np.int64)
             frees[0] = frees0
         else:
-            work = Work(tokens=tokens, seqs=B, pairs=pairs, kv_read=kv_read, lm_tokens=lm, mixed=batch.mixed(),
-                        **batch.multi_work())
+            work = batch.work(agg)
             allocs, frees = allocs0, frees0
         main = self.target_cost(work)
         draft = self.spec.draft_cost(batch) if self.spec is not None else ZERO_COST

@@ -2,7 +2,6 @@
 bare) and the rest, each beside the simulator's price for it."""
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -29,7 +28,7 @@ def test_steady_steps_are_full_decodes_at_the_common_width():
     # step 0 prefills, 1 has one sequence, 4 is a chain cut short near the end
     cols = {"batch_size": np.array([2, 1, 2, 2, 2, 2]), "prefill_tokens": np.array([32, 0, 0, 0, 0, 0]),
             "query_tokens": np.array([34, 4, 8, 8, 5, 8])}
-    assert steady(cols, [SimpleNamespace()] * 6) == [2, 3, 5]
+    assert steady(cols) == [2, 3, 5]
 
 
 def test_split_parts_add_up_and_are_priced(tmp_path):

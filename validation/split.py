@@ -73,12 +73,12 @@ def instrument(run, cap: Captured) -> None:
     run._forward_verify = forward_verify
 
 
-def steady(cols, batches: list) -> list[int]:
+def steady(cols) -> list[int]:
     """The steps with every running sequence decoding, none prefilling, at the most common
     query-token count among those (a drafted chain or tree cut short near a request's end is not
     the scheme's steady step)."""
     full = max(cols["batch_size"]) if len(cols["batch_size"]) else 0
-    cand = [i for i, b in enumerate(batches) if cols["prefill_tokens"][i] == 0 and cols["batch_size"][i] == full]
+    cand = [i for i in range(len(cols["batch_size"])) if cols["prefill_tokens"][i] == 0 and cols["batch_size"][i] == full]
     if not cand:
         return []
     mode = Counter(int(cols["query_tokens"][i]) for i in cand).most_common(1)[0][0]
@@ -97,25 +97,22 @@ class PriceInput:
 
 
 def price_input(batch, allocs: int, frees: int) -> PriceInput:
-    tokens, pairs, kv_read, lm, _ = batch.aggregates()
-    work = Work(tokens=tokens, seqs=batch.size, pairs=pairs, kv_read=kv_read, lm_tokens=lm, mixed=batch.mixed(),
-                **batch.multi_work())
-    return PriceInput(work, batch.size, allocs + frees, tuple(batch.shapes()), sum(map(len, batch.trees)))
+    return PriceInput(batch.work(), batch.size, allocs + frees, tuple(batch.shapes()), sum(map(len, batch.trees)))
 
 
 def priced(spec, hw, inp: PriceInput) -> tuple[float, float]:
     """(bare forward, rest) as the simulator prices this step under `hw` (not yet for_weights)."""
     served = hw.for_weights(spec.weight_bytes)
     full = ForwardCost(spec, served)(inp.work).time + host_time(served, inp.seqs, inp.ops)
-    if served.verify_call_s or served.tree_call_s or served.tree_node_s or served.pack_node_s:
+    if served.prices_verification:
         full += verify_host(served, *verify_calls(inp.shapes), inp.nodes)
     bare_s = bare_forward(spec, hw, inp.work)
     return bare_s, float(full - bare_s)
 
 
-def measure_run(trace, scheme, workload, source, model, drafters, device: str) -> dict:
-    """One engine run of `scheme`: its steady steps' parts (with what prices them: "inputs") and a
-    few of their forwards timed bare ("bare": each names its step's index in "steps")."""
+def measure_run(trace, scheme, workload, source, model, drafters, device: str, bare_steps: int = BARE_STEPS) -> dict:
+    """One engine run of `scheme`: its steady steps' parts (with what prices them: "inputs") and
+    `bare_steps` of their forwards timed bare ("bare": each names its step's index in "steps")."""
     from engine.runner import EngineRun
     from validation.timing import mean_time
     run = EngineRun(trace, scheme, workload, model, prompts=source.prompts, drafters=drafters)
@@ -127,7 +124,7 @@ def measure_run(trace, scheme, workload, source, model, drafters, device: str) -
     n = len(cols["duration"])
     if len(cap.batches) != n or len(cap.forwards) != n:
         raise RuntimeError(f"{scheme.label}: {n} steps but {len(cap.batches)} batches and {len(cap.forwards)} target forwards")
-    keep = steady(cols, cap.batches)
+    keep = steady(cols)
     rows, inputs = [], []
     for i in keep:
         fwd = cap.forwards[i][2]
@@ -136,8 +133,8 @@ def measure_run(trace, scheme, workload, source, model, drafters, device: str) -
                      "rest": float(cols["duration"][i]) - draft - fwd})
         inputs.append(price_input(cap.batches[i], int(cols["page_allocs"][i]), int(cols["page_frees"][i])))
     bare = []
-    for j in range(0, len(keep), max(1, len(keep) // BARE_STEPS)):
-        if len(bare) == BARE_STEPS:
+    for j in range(0, len(keep), max(1, len(keep) // max(1, bare_steps))):
+        if len(bare) == bare_steps:
             break
         step, cache, fwd = cap.forwards[keep[j]]
         bare.append({"step": j, "forward": fwd, "bare": mean_time(lambda: model.forward(step, cache), device, 1,
@@ -190,13 +187,13 @@ def split(trace_path: Path, out: Path, hardware: Path | None = None, concurrency
     source = resolve(trace)
     writing(out, out.mkdir, parents=True, exist_ok=True)  # before the runs: a bad --out fails at once
     model = source.build()
-    drafters = source.drafters(model) if any(s.name not in ("none", "ngram") for s in trace.speculation) else None
+    drafters = source.drafters_for(model, trace.speculation)
     ran = replace(trace, model=source.spec)
     workload = make_requests(trace.workload, trace.seed, conc)
     device = str(model.device.type)
     cal = for_trace(trace, source.spec) if calibrate else None
     between = cal.spread(len(trace.speculation), cycles) if cal is not None else (lambda: None)
-    measure_run(ran, trace.speculation[0], workload, source, model, drafters, device)  # untimed: first-call costs
+    measure_run(ran, trace.speculation[0], workload, source, model, drafters, device, bare_steps=0)  # first-call costs
     by_label: dict[str, list[dict]] = {s.label: [] for s in trace.speculation}
     for r in range(rounds):
         order = list(trace.speculation) if r % 2 == 0 else list(reversed(trace.speculation))
