@@ -29,6 +29,7 @@ from sim.trees import is_chain
 ACT_BYTES = 2  # activations travel in bf16 on GPUs; the CPU profile overrides nothing here (fp32 is ~2x: calibrated into η_m)
 LOGIT_BYTES = 4  # fp32 logits written per sampled position
 KERNELS_PER_LAYER = 10  # norm, qkv, rope, kv-store, attention, o-proj, norm, gate-up, act, down
+LM_HEAD_KERNELS = 2  # the final norm and the LM head's product, beyond the embedding gather
 
 
 class Work(NamedTuple):
@@ -265,7 +266,7 @@ class ForwardCost:
             b_lm = self.lm_weight_bytes + io_lm
             c_lm = self._compute(f_lm, lm_tokens, "lm")
             m_lm = (self.weight_stream * self.lm_weight_bytes + io_lm) / bw
-            t = t + _max(c_lm, m_lm) + 2 * self.hw.launch_s + self.logit_pass * lm_tokens
+            t = t + _max(c_lm, m_lm) + LM_HEAD_KERNELS * self.hw.launch_s + self.logit_pass * lm_tokens
             flops, nbytes = flops + f_lm, nbytes + b_lm
             c_sum, m_sum = c_sum + c_lm, m_sum + m_lm
         return t, flops, nbytes, c_sum, m_sum

@@ -313,6 +313,21 @@ def test_verify_host_figures_take_differences():
     assert all(g[k] == pytest.approx(f[k], rel=1e-9) for k in f)
 
 
+def test_a_pass_priced_with_its_lm_head_is_its_measured_time():
+    """pass_fixed_time takes the LM head's launches off a probe pass's fixed time, since the cost
+    model adds them to every pass with an LM head: fixed part plus those launches is the time
+    measured (the LM head's host time charged once); a launch price above it reads 0."""
+    from sim.cost import KERNELS_PER_LAYER, LM_HEAD_KERNELS
+    from validation.host_probes import pass_fixed_time
+    layer_s = 800e-6
+    launch_s = layer_s / KERNELS_PER_LAYER
+    for measured in (300e-6, 526e-6):
+        fixed = pass_fixed_time(measured, layer_s)
+        assert fixed < measured
+        assert fixed + LM_HEAD_KERNELS * launch_s == pytest.approx(measured, rel=1e-12)
+    assert pass_fixed_time(0.5 * LM_HEAD_KERNELS * launch_s, layer_s) == 0.0
+
+
 def test_layer_probes_time_the_family_layer_less_its_priced_products():
     """layer_probes: a forward of a model with the family's layers; layer_time takes the
     forwards' difference per layer less the cost model's price of the layer's products

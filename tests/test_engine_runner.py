@@ -285,6 +285,30 @@ def test_the_engine_times_its_steps_and_drafting_on_the_clock_it_is_given(tmp_pa
     assert set(cols["duration"][planned]) == {3.0} and set(cols["duration"][~planned]) == {1.0}
 
 
+def test_a_feature_drafters_hand_off_is_timed_as_drafting(tmp_path):
+    """The target's features handed to a drafter that takes them (MTP here) count as the step's
+    drafting, as the simulator's drafter price counts them (draft_seq_us is measured on whole MTP
+    steps): on a clock that moves one second a reading, the plan call and the hand-off read one
+    second each, and the step five."""
+    import itertools
+
+    from engine.checkpoint import resolve
+    from engine.runner import run_scheme
+    from sim.workload import make_requests
+    trace = load_trace(write_trace(tmp_path, speculation=[{"scheme": "mtp", "depth": 1,
+                                                           "acceptance": {"per_depth": [0.5]}}]))
+    source = resolve(trace)
+    model = source.build()
+    drafters = source.drafters_for(model, trace.speculation)
+    ticks = itertools.count()
+    res = run_scheme(trace, trace.speculation[0], make_requests(trace.workload, trace.seed), model,
+                     prompts=source.prompts, drafters=drafters, clock=lambda: float(next(ticks)))
+    cols = res.result.steps.columns()
+    handed = cols["draft_time"] == 2.0
+    assert handed.sum() > 0.9 * len(handed)
+    assert set(cols["duration"][handed]) == {5.0}
+
+
 def test_group_rows_views_back_to_back_rows_and_copies_others():
     """A verification group's logit rows: a view of the logits where the sequences' rows lie
     back to back (no copy), a copy otherwise; both equal stacking the rows."""

@@ -24,9 +24,13 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
 - launch: the engine's host time per layer of the trained family's shape (a bare decode forward
   of 1 vs 6 such layers, less what the cost model charges for the layer's weight products at
   one row on the measured curves, the warm ones where the probe model's weights fit the
-  last-level cache, timed back to back as the probe's own calls meet them (the `adjacent`
-  probes): `validation.host_probes.layer_probes`, `layer_products_time`; a grid whose
-  family points read +12% to +27% had taken off the products as timed beside it), spread over the cost model's KERNELS_PER_LAYER operations
+  last-level cache: `validation.host_probes.layer_probes`, `layer_products_time`; exactly the
+  price the simulator adds back, so a one-row forward of the family is priced as its layers
+  were timed. From 0.22.0 to 0.31.0 it took off the products timed back to back (`adjacent`
+  probes), 20-40% faster than the warm curves the simulator prices them on: the family's
+  one-token forwards read 1.17x their time (median of ten paired rounds), 1.09x taking off the
+  warm price (0.32.0); a grid whose family points read +12% to +27% had taken off the
+  products as timed beside it), spread over the cost model's KERNELS_PER_LAYER operations
   -> `launch_us` (a one-element op is reported beside it). Beyond its products such a layer
   took 130-250 us (20-45%) more than a hidden-64 layer here, in five runs; the figures below
   take the hidden-64 probe model's own layer (`probe_layer_s`) off its calls;
@@ -35,7 +39,10 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   per-layer time (and the step's one verification call, `verify_call_us`) -> `step_overhead_us`,
   `seq_overhead_us`; a bare forward call of a model
   that skips the index checks, as the drafters' models do, less its layer -> `pass_overhead_us`
-  (what each drafter pass adds; amid a drafter pass's memory traffic, see below), and the same
+  (what each drafter pass adds; amid a drafter pass's memory traffic, see below); both less
+  the LM head's LM_HEAD_KERNELS launches, which the cost model charges every pass on top (since
+  0.32.0; before, a pass paid its LM head's host time twice, 2 x launch_us = 0.17-0.23 ms
+  here: a fifth of the family's 1-token forward's overpricing at concurrency 1), and the same
   call with the checks, less the unchecked one amid a target pass's traffic -> `index_check_us`
   (a target's bare forward pays it too: on this CPU, 0.2-0.4 ms of a 1-layer forward's
   0.65-1.3 ms; the step-time grid adds it; an engine step's is in its step overhead);
@@ -187,7 +194,7 @@ from sim.speed import drift_of, spread_of  # noqa: E402
 from validation.host_probes import (allocator_op, draft_cand_time, draft_logit_probe, draft_logit_time,
                                     draft_node_time, draft_pass_probe, draft_pass_time, draft_tree_probe,
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
-                                    layer_time, logit_probe, logit_time, LOGIT_VOCABS, ngram_probe, ngram_times, SPEED_BLOCK_S, speed_probe,
+                                    layer_time, logit_probe, pass_fixed_time, logit_time, LOGIT_VOCABS, ngram_probe, ngram_times, SPEED_BLOCK_S, speed_probe,
                                     SPEED_WINDOW_S, verify_host_figures, verify_host_probe, VERIFY_SEQS)  # noqa: E402
 from validation.probes import (attention_figures, attention_key, attention_probe, ATTN_CALLS,
                                elementwise_curve, elementwise_probe, elementwise_time, EW_PAIR, EW_TOKENS,
@@ -340,19 +347,14 @@ class Calibration:
             return lambda: cold_time(fn, flush, device)
 
         # the matmul curves: one pass over their pool, cold; warm, once repeating them a step apart
-        # stops making them faster (WARM_GAP_S); and back to back at one row, what the layer
-        # probes' products meet (their launch_us takes those off)
+        # stops making them faster (WARM_GAP_S)
         gap = host_gap(WARM_GAP_S)
         probes |= {("curve", *key): cold(fn) for key, (fn, _) in self.curves.items()}
         probes |= {("warm", *key): lambda fn=fn: steady_time(fn, device, between=gap) for key, (fn, _) in self.warm.items()}
-        probes |= {("adjacent", *key): lambda fn=fn: steady_time(fn, device) for key, (fn, _) in self.warm.items()
-                   if key[1] == 1}
         probes |= {("half", *key): timed(fn, 2) for key, (fn, _) in self.halves.items()}
         probes |= {("shape", *key): cold(fn) for key, (fn, _) in self.shapes.items()}
         probes |= {("shapew", *key): lambda fn=fn: steady_time(fn, device, between=gap)
                    for key, (fn, _) in self.shapes_warm.items()}
-        probes |= {("shapeadj", *key): lambda fn=fn: steady_time(fn, device) for key, (fn, _) in self.shapes_warm.items()
-                   if key[2] == 1}
         # the gather, each size on its own: on a CPU cold (kv_sizes) and, where the cache's size is
         # known, warm: once repeating it stops making it faster (kv_sizes_warm); elsewhere the middle size alone, two
         # calls (the first refills what the copy probe swept out), gives eta_kv
@@ -485,14 +487,10 @@ class Calibration:
         out["warm_gap_s"] = WARM_GAP_S  # the host work between two passes of the warm curves
         tr = self.traffic  # the memory traffic the host-time probes ran amid (validation.traffic)
         out["context"] = (self.context.name, tr.target_bytes, tr.drafter_bytes) if tr is not None else None
-        # a family-shaped layer's host time beyond what the cost model charges for its products,
-        # at one row back to back, as the layer probes' calls meet them
-        adjacent, adjacent_shapes = ({curve_label(size): [[1, round(flops / (t[(key, *size, m)] * peak), 4)]]
-                                      for (*size, m), (_, flops) in probes.items() if m == 1}
-                                     for key, probes in (("adjacent", self.warm), ("shapeadj", self.shapes_warm)))
+        # a family-shaped layer's host time beyond what the cost model charges for its products
         products = layer_products_time(out.get("gemm_rows", {}), peak, out["stream_bw"], DEEP,
-                                       adjacent or None, self.cache_bytes, out.get("gemm_shapes"),
-                                       adjacent_shapes or None)
+                                       out.get("gemm_rows_warm"), self.cache_bytes, out.get("gemm_shapes"),
+                                       out.get("gemm_shapes_warm"))
         out["layer_s"] = layer_time(t, DEEP, products) if "layer1" in t else per_layer
         out["kv_sizes"] = kv_size_curve(t, out["stream_bw"]) if self.serial else []
         out["kv_sizes_warm"] = kv_size_curve(t, out["stream_bw"], "kvw") if self.serial and self.cache_bytes else []
@@ -515,6 +513,9 @@ class Calibration:
         # one verification call: the engine-step probe's decode steps made one each (step_s has it)
         out |= verify_host_figures(t, out["logit_s"])
         out["step_s"] = max(0.0, out["step_s"] - out["verify_call_s"])
+        # the probes' passes have LM heads, whose launches the cost model charges on top of a
+        # pass's fixed host time (since 0.32.0 taken off it: they were charged twice)
+        out["step_s"], out["pass_s"] = (pass_fixed_time(out[k], out["layer_s"]) for k in ("step_s", "pass_s"))
         # fast spells within the windows (each block over its window's mean), drift between them
         within = [np.asarray(r) / np.mean(r) for _, r in self.series if len(r)]
         out["speed_rates"], out["speed_spell_s"] = spread_of(within, SPEED_BLOCK_S)

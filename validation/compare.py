@@ -39,8 +39,9 @@
    a percentile's estimate moves with the requests behind it), the rest over all its draws.
 4. For every scheme and concurrency: the signed relative error (sim - engine) / engine of
    throughput, TTFT p50/p99, TPOT p50/p99, steps, mean step time (duration / steps), mean
-   drafting time per step (the engine times its planner's `plan` call, the simulator reports its
-   drafter price), allocator operations and peak pages, printed, written to DIR/comparison.json
+   drafting time per step (the engine times its planner's `plan` call and its hand-off of the
+   target's features, the simulator reports its drafter price), allocator operations and peak
+   pages, printed, written to DIR/comparison.json
    and drawn in DIR/comparison.png. Steps and step time split a throughput error into its two
    factors: with the same tokens generated, 1 + throughput error = 1 / ((1 + steps error)(1 +
    step time error)); steps follow the schedule and the acceptance, step time the cost model,

@@ -243,6 +243,16 @@ def layer_time(t: dict, deep: int, products_s: float) -> float:
     return max(0.0, extra_per_unit(t["layer1"], t[f"layer{deep}"], deep - 1) - products_s)
 
 
+def pass_fixed_time(measured_s: float, layer_s: float) -> float:
+    """A pass's fixed host time (step_s, pass_s) from a probe's time beyond its layers,
+    `measured_s`: less its LM head's LM_HEAD_KERNELS launches at layer_s / KERNELS_PER_LAYER each,
+    which the cost model charges every pass with an LM head on top (sim.cost.ForwardCost); never
+    negative. So the cost model prices such a pass's fixed part as measured, its LM head's host
+    time once."""
+    from sim.cost import KERNELS_PER_LAYER, LM_HEAD_KERNELS
+    return max(0.0, measured_s - LM_HEAD_KERNELS * layer_s / KERNELS_PER_LAYER)
+
+
 def engine_step(batch: int, device: str, scheme: str = "none", traffic=None) -> float:
     """Mean decode-step duration of the engine (its own clock) on a 1-layer tiny random model,
     `batch` sequences decoding 48 tokens each after a 16-token prompt, with `scheme` (mtp: one

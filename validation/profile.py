@@ -22,7 +22,7 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # copy bandwidth {m['copy_bw'] / 1e9:.2f} GB/s (2 x size / time); weight streaming {m['stream_bw'] / 1e9:.2f} GB/s;
 # fp32 GEMM {fp32 * 1e3:.1f} GFLOP/s; one-element op {m['launch_s'] * 1e6:.1f} us; engine host time
 # {m['layer_s'] * 1e6:.0f} us per layer of the family's shape ({m['probe_layer_s'] * 1e6:.0f} us a hidden-64 layer), {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence,
-# {m['pass_s'] * 1e6:.0f} us per forward pass beyond its layers ({m['index_check_s'] * 1e6:.0f} us more to check its indices),
+# {m['pass_s'] * 1e6:.0f} us per forward pass beyond its layers and LM head ({m['index_check_s'] * 1e6:.0f} us more to check its indices),
 # {m['multi_query_s'] * 1e6:.0f} us more per layer to verify
 # ({m['batch_query_s'] * 1e6:.0f} us more where several sequences verify, {m['mixed_query_s'] * 1e6:.0f} us more
 # where others beside them decode),

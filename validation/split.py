@@ -4,7 +4,7 @@ where an engine step's time goes, each part against the simulator's price for it
 For every scheme of the trace at one concurrency (closed loop, the trace's requests), the engine
 runs the trace `rounds` times (the schemes' order reversed every other round) and each steady step
 (every running sequence decoding, none prefilling, the step's most common query-token count) is
-split three ways: drafting (the planner's call, as `compare`'s draft_time), the target's forward
+split three ways: drafting (the planner's call and feature hand-off, as `compare`'s draft_time), the target's forward
 (`Model.forward` inside `EngineRun._forward_verify`, timed in the run) and the rest (scheduling,
 packing the step, verification, commit: the step's clock less the other two). A few of those
 steps' forwards are then timed again bare, the same batch and KV cache called back to back
