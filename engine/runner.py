@@ -290,7 +290,7 @@ class EngineRun:
 
     def _observe(self, batch, step: StepBatch, hidden: torch.Tensor, paths: list[list[int]]) -> None:
         """Hand the drafter the target's features of every position this step committed: the
-        drafter's work, timed as the step's drafting (TimedPlanner.observe)."""
+        drafter's work, timed as the step's drafting (TimedPlanner.timing)."""
         def hand_off() -> None:
             for i, seq in enumerate(batch.seqs):
                 r0, q = step.row_start[i], batch.query[i]
