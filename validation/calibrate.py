@@ -194,7 +194,7 @@ from sim.speed import drift_of, spread_of  # noqa: E402
 from validation.host_probes import (allocator_op, draft_cand_time, draft_logit_probe, draft_logit_time,
                                     draft_node_time, draft_pass_probe, draft_pass_time, draft_tree_probe,
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
-                                    layer_time, logit_probe, pass_fixed_time, logit_time, LOGIT_VOCABS, ngram_probe, ngram_times, SPEED_BLOCK_S, speed_probe,
+                                    layer_time, logit_probe, logit_time, LOGIT_VOCABS, ngram_probe, ngram_times, pass_fixed_time, SPEED_BLOCK_S, speed_probe,
                                     SPEED_WINDOW_S, verify_host_figures, verify_host_probe, VERIFY_SEQS)  # noqa: E402
 from validation.probes import (attention_figures, attention_key, attention_probe, ATTN_CALLS,
                                elementwise_curve, elementwise_probe, elementwise_time, EW_PAIR, EW_TOKENS,

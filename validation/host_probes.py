@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from sim import trees as T
+from sim.cost import KERNELS_PER_LAYER, LM_HEAD_KERNELS, ForwardCost
 from sim.models import ModelSpec
 from validation.probes import EW_SPEC, extra_per_unit
 from validation.timing import device_sync
@@ -219,7 +220,6 @@ def layer_products_time(gemm_rows: dict, peak: float, stream_bw: float, layers: 
     timed)."""
     from dataclasses import replace
 
-    from sim.cost import ForwardCost
     from sim.hardware import hardware_from_node
     from sim.specio import Node
     profile = {"preset": "cpu", "tflops": {"fp32": peak / 1e12}, "memory_tb_s": stream_bw / 1e12,
@@ -249,7 +249,6 @@ def pass_fixed_time(measured_s: float, layer_s: float) -> float:
     which the cost model charges every pass with an LM head on top (sim.cost.ForwardCost); never
     negative. So the cost model prices such a pass's fixed part as measured, its LM head's host
     time once."""
-    from sim.cost import KERNELS_PER_LAYER, LM_HEAD_KERNELS
     return max(0.0, measured_s - LM_HEAD_KERNELS * layer_s / KERNELS_PER_LAYER)
 
 
