@@ -1,33 +1,80 @@
 #!/usr/bin/env bash
-# Validation on a lent GPU (DESIGN.md §8), one script of at most ~8 minutes on an H200:
-#   calibrate -> step-time grid (+ fit) -> compare, on an 8B-shaped random model and on the
-#   trained tiny family. Results under validation/results/gpu/ (or $OUT_DIR).
+# Validation on a lent GPU (DESIGN.md §8), one script sized to a lease: calibrate -> compare on an
+# 8B-shaped random model -> step-time grid (+ fit) -> compare every scheme on the trained tiny
+# family, with the GPU's own checks around them (the Triton kernels against their torch
+# references: bench/bench_kernels.py first, tests/test_kernels.py last).
 #
 #   bash validation/gpu.sh          # on the GPU machine (its own python3 with torch + triton)
 #   bash validation/gpu.sh --cpu    # the CPU form: the same steps at small sizes (tests run it)
-set -euo pipefail
+#
+# Each stage runs under a timeout: its cap, or what is left of BUDGET_S (default 450 s) when that
+# is less; a stage with under 15 s left is skipped. A stage that fails or times out does not stop
+# the ones after it. Each stage's whole output goes to $OUT_DIR/logs/<stage>.log (its tail is
+# printed), and when PACK names a file, everything under $OUT_DIR is packed into it after every
+# stage, so what was done comes back even when the lease's command is cut off. Exit status: the
+# number of stages that failed, timed out or were skipped.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 OUT=${OUT_DIR:-validation/results/gpu}
-mkdir -p "$OUT"
+BUDGET=${BUDGET_S:-450}
+PACK=${PACK:-}
+mkdir -p "$OUT/logs"
 if [ "${1:-}" = "--cpu" ]; then
+  GPU=0
   CAL=(--size-mb 32 --gemm 256 --repeats 3)
   STEP=(--quick --repeats 2 --rounds 1)
   RANDOM_TRACE=traces/engine-tiny.yaml
+  FAMILY_TRACE=traces/family-tiny.yaml
 else
-  CAL=(--size-mb 2048 --gemm 8192 --repeats 9)
+  GPU=1
+  CAL=(--size-mb 2048 --gemm 8192 --repeats 5)
   STEP=(--repeats 5 --rounds 2)
   RANDOM_TRACE=traces/validate-8b-random.yaml
+  FAMILY_TRACE=traces/family-schemes.yaml  # no engine.device: cuda and the Triton kernels here
 fi
 HW="$OUT/hardware-measured.yaml"
 t0=$(date +%s)
+failed=0
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-stamp "calibrate"
-$PY -m validation.calibrate --out "$HW" "${CAL[@]}" | tail -3
-stamp "step-time grid"
-$PY -m validation steptime --out "$OUT/steptime" --hardware "$HW" --fit "${STEP[@]}" | tail -12
-stamp "compare: random model ($RANDOM_TRACE)"
-$PY -m validation compare "$RANDOM_TRACE" --out "$OUT/compare-random" --hardware "$HW" | tail -20
-stamp "compare: trained family (traces/family-tiny.yaml)"
-$PY -m validation compare traces/family-tiny.yaml --out "$OUT/compare-family" --hardware "$HW" | tail -20
-stamp "done: $OUT"
+pack() {
+  if [ -n "$PACK" ]; then tar czf "$PACK" -C "$(dirname "$OUT")" "$(basename "$OUT")"; fi
+}
+stage() {  # stage NAME CAP_S COMMAND...
+  local name=$1 cap=$2 left limit rc
+  shift 2
+  left=$(( BUDGET - ($(date +%s) - t0) ))
+  limit=$(( cap < left ? cap : left ))
+  if [ "$limit" -lt 15 ]; then
+    stamp "$name: skipped ($left s of the budget left)"
+    failed=$((failed + 1))
+    return
+  fi
+  stamp "$name (at most $limit s)"
+  timeout -k 5 "$limit" "$@" >"$OUT/logs/$name.log" 2>&1
+  rc=$?
+  tail -n 14 "$OUT/logs/$name.log"
+  if [ "$rc" -ne 0 ]; then
+    stamp "$name: FAILED (exit $rc$([ "$rc" -eq 124 ] && echo ', timed out'))"
+    failed=$((failed + 1))
+  fi
+  pack
+}
+if [ "$GPU" = 1 ]; then
+  stage device 30 bash -c "nvidia-smi; $PY -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'"
+  stage kernels-bench 60 "$PY" bench/bench_kernels.py --repeats 20
+fi
+stage calibrate 120 "$PY" -m validation.calibrate --out "$HW" "${CAL[@]}"
+if [ -f "$HW" ]; then
+  stage compare-random 200 "$PY" -m validation compare "$RANDOM_TRACE" --out "$OUT/compare-random" --hardware "$HW"
+  stage steptime 120 "$PY" -m validation steptime --out "$OUT/steptime" --hardware "$HW" --fit "${STEP[@]}"
+  stage compare-family 150 "$PY" -m validation compare "$FAMILY_TRACE" --out "$OUT/compare-family" --hardware "$HW"
+else
+  stamp "no measured profile: the comparisons are skipped"
+  failed=$((failed + 3))
+fi
+if [ "$GPU" = 1 ]; then
+  stage kernel-tests 120 "$PY" -m pytest -q -x -p no:cacheprovider -m "not slow" tests/test_kernels.py
+fi
+stamp "done: $OUT ($failed stages failed, timed out or skipped)"
+exit "$failed"
