@@ -98,7 +98,7 @@ def resolve(trace: TraceSpec) -> ModelSource:
     f = node.mapping(("checkpoint", "backend", "device", "prompts"))
     device = _device(f.get("device"))
     backend = _backend(f.get("backend"), device)
-    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    dtype = engine_dtype(device)
     seed = trace.seed
     if "checkpoint" not in f or f["checkpoint"].value is None:
         spec = trace.model
@@ -193,6 +193,11 @@ def _dense(spec: ModelSpec, node: Node, what: str) -> None:
         kind = "a mixture-of-experts" if spec.experts else "an MLA"
         raise node.error(f"{what} is {kind} model; the engine builds dense Llama-style models only "
                          "(give engine.checkpoint: {random_shape: <a dense preset>, ...})")
+
+
+def engine_dtype(device: str) -> torch.dtype:
+    """The width the engine runs at on `device`: float32 on a CPU, bfloat16 on a GPU."""
+    return torch.float32 if device == "cpu" else torch.bfloat16
 
 
 def _device(node: Node | None) -> str:

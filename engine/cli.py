@@ -24,18 +24,28 @@ from sim.errors import SpecError
 from sim.spec import TraceSpec, load_trace
 
 
+def build(trace: TraceSpec) -> tuple:
+    """(source, model, drafters): the trace's engine section resolved (engine.checkpoint) and
+    its model and drafters built. Callers that run one trace several times build once: a random
+    8B-shaped model draws its weights on the CPU, about half a minute."""
+    check_schemes(trace)
+    source = resolve(trace)
+    model = source.build()
+    return source, model, source.drafters_for(model, trace.speculation)
+
+
 def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, progress: bool = True,
               between: Callable[[], None] | None = None,
-              reference: Callable[[], float] | None = None) -> tuple[dict, dict[str, EngineResult]]:
+              reference: Callable[[], float] | None = None, built: tuple | None = None,
+              ) -> tuple[dict, dict[str, EngineResult]]:
     """Run every scheme (at every sweep concurrency, or open-loop) and write the report; returns
     (report, {run tag: EngineResult}). `between` runs before each scheme's run (validation's
     calibration probes, spread over the engine's minutes); `reference` after every step,
     outside the engine's clock, returning the seconds it timed (EngineResult.reference_speed: the
-    host's speed during the run)."""
+    host's speed during the run). `built`: what `build` returned for this trace (the same
+    schemes, in any order), else it is built here."""
     check_schemes(trace)
-    source = resolve(trace)
-    model = source.build()
-    drafters = source.drafters_for(model, trace.speculation)
+    source, model, drafters = built or build(trace)
     ran = replace(trace, model=source.spec)  # the report describes (and prices) the model actually run
     levels: list[int | None] = list(trace.sweep_concurrency) or [None]
     t0 = time.time()

@@ -33,3 +33,20 @@ def write_trace(tmp_path: Path, base: dict = BASE, **overrides) -> Path:
 
 def make_trace(tmp_path: Path, **overrides):
     return load_trace(write_trace(tmp_path, **overrides))
+
+
+# the engine's smallest random model (hidden 64, one layer): a trace on it runs in seconds
+TINY_ENGINE = {"checkpoint": {"random_shape": "llama-3.2-1b", "layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2,
+                              "head_dim": 16, "ffn": 128, "vocab": 256}}
+
+
+def tiny_engine_trace(tmp_path: Path, requests: int, prompt: int, output: int, k: int, **overrides) -> Path:
+    """A closed-loop trace of plain decoding and prompt lookup (`k` drafted tokens) on TINY_ENGINE,
+    `requests` requests of `prompt` + `output` tokens, all running at once."""
+    return write_trace(tmp_path, hardware="cpu", engine=TINY_ENGINE,
+                       serving={"max_num_seqs": requests, "kv_pages": 16 * requests},
+                       workload={"requests": requests, "arrival": {"process": "closed", "concurrency": min(requests, 2)},
+                                 "prompt_tokens": {"dist": "fixed", "value": prompt},
+                                 "output_tokens": {"dist": "fixed", "value": output}},
+                       speculation=[{"scheme": "none"}, {"scheme": "ngram", "k": k}], **overrides)
+

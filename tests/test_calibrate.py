@@ -272,6 +272,12 @@ def test_logit_time_is_the_slope_over_the_vocabulary():
     assert tokens.shape[0] == LOGIT_SEQS and all(1 <= k <= LOGIT_NODES + 1 for k in n.tolist())
 
 
+def model_of(fn):
+    """The model a forward probe's call runs (from its closure)."""
+    from engine.model import Model
+    return fn.__closure__[[c.cell_contents.__class__ for c in fn.__closure__].index(Model)].cell_contents
+
+
 def test_the_pass_overhead_probe_runs_its_passes_as_the_drafters_do():
     """pass_overhead_us is measured on a forward that skips the index checks, as every drafter's
     model does (index_check_us is the checked call's extra); the target checks."""
@@ -279,9 +285,6 @@ def test_the_pass_overhead_probe_runs_its_passes_as_the_drafters_do():
     from engine.model import Model
     from sim.models import ModelSpec
     from validation.host_probes import forward_probe
-
-    def model_of(fn):
-        return fn.__closure__[[c.cell_contents.__class__ for c in fn.__closure__].index(Model)].cell_contents
 
     assert model_of(forward_probe(1, "cpu", check=False)).ops is model_of(forward_probe(1, "cpu", check=False)).ops_unchecked
     checked = model_of(forward_probe(1, "cpu"))
@@ -292,6 +295,27 @@ def test_the_pass_overhead_probe_runs_its_passes_as_the_drafters_do():
     d = random_drafters(target, 1)
     for m in [d.draft, d.eagle.model, *(h.model for h in d.mtp)]:
         assert m.ops is m.ops_unchecked
+
+
+def test_the_forward_probes_run_the_engines_kernels_at_its_width(monkeypatch):
+    """The host-time forwards build their model as the engine builds its own on the device: its
+    kernel backend (kernels.default_backend) and width (engine.checkpoint.engine_dtype), with a KV
+    cache and step batch to match. On an H200 the probes once ran the torch reference's attention
+    in float32 while the engine ran Triton in bfloat16: a layer read 1.14 ms of host time, the
+    engine's 0.78 ms. Here the engine's choice is swapped for float64 and a recorded backend."""
+    import torch
+
+    import engine.checkpoint as checkpoint
+    import validation.host_probes as hp
+    asked: list[str] = []
+    monkeypatch.setattr(checkpoint, "engine_dtype", lambda device: torch.float64)
+    monkeypatch.setattr(hp, "default_backend", lambda device: asked.append(device) or "torch")
+    call = hp.forward_probe(2, "cpu", nodes=2)
+    model = model_of(call)
+    assert asked == ["cpu"] and model.backend == "torch"
+    assert model.embed.dtype == torch.float64
+    logits, _ = call()  # the KV cache matches the model's width, or the store would refuse it
+    assert logits.dtype == torch.float64
 
 
 def test_verify_host_figures_take_differences():

@@ -18,7 +18,7 @@ from sim.spec import load_trace
 from validation.compare import METRICS, compare, errors
 from validation.measure import per_depth_rates
 from validation.pooling import group_percentiles, pool_runs, rotated
-from tests.helpers import write_trace
+from tests.helpers import tiny_engine_trace, write_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,14 +129,7 @@ def test_simulated_percentiles_are_read_over_groups_of_as_many_draws_as_engine_r
 
 
 def test_end_to_end_on_a_tiny_trace(tmp_path):
-    trace = write_trace(tmp_path, hardware="cpu",
-                        engine={"checkpoint": {"random_shape": "llama-3.2-1b", "layers": 1, "hidden": 64, "heads": 4,
-                                               "kv_heads": 2, "head_dim": 16, "ffn": 128, "vocab": 256}},
-                        serving={"max_num_seqs": 4, "kv_pages": 64},
-                        workload={"requests": 4, "arrival": {"process": "closed", "concurrency": 2},
-                                  "prompt_tokens": {"dist": "fixed", "value": 24},
-                                  "output_tokens": {"dist": "fixed", "value": 8}},
-                        speculation=[{"scheme": "none"}, {"scheme": "ngram", "k": 3}])
+    trace = tiny_engine_trace(tmp_path, requests=4, prompt=24, output=8, k=3)
     out = tmp_path / "cmp"
     result = compare(trace, out)
     assert [r["label"] for r in result["runs"]] == ["none", "ngram"]
@@ -166,6 +159,19 @@ def test_end_to_end_on_a_tiny_trace(tmp_path):
     sim_doc = yaml.safe_load((out / "sim-trace.yaml").read_text())
     match = sim_doc["speculation"][1]["match"]
     assert 0 < match <= 1
+
+
+def test_the_engine_model_is_built_once_for_every_run_of_the_trace(tmp_path, monkeypatch):
+    """The warm-up and timed runs share one model and its drafters (engine.cli.build): a random
+    8B-shaped model draws its weights on the CPU, half a minute a build on a lent GPU's host."""
+    import engine.cli
+    real, calls = engine.cli.build, []
+    monkeypatch.setattr(engine.cli, "build", lambda trace: calls.append(trace.name) or real(trace))
+    trace = tiny_engine_trace(tmp_path, requests=2, prompt=16, output=4, k=2)
+    out = tmp_path / "cmp"
+    compare(trace, out, warmup=1, repeats=2, draws=2)
+    assert len(calls) == 1
+    assert all((out / "engine" / d / "report.json").exists() for d in ("warmup1", "run1", "run2"))
 
 
 def test_host_speed_per_run_tag_is_time_weighted_over_the_mean():

@@ -1,8 +1,9 @@
 """`python -m validation compare TRACE --out DIR [--hardware PROFILE | --calibrate] [--repeats N] [--warmup N]
 [--draws N]`,
 `python -m validation steptime --out DIR ...` and
-`python -m validation split TRACE --out DIR [--hardware PROFILE] [--concurrency N] [--rounds R]`
-(see validation/compare.py, validation/steptime.py, validation/split.py)."""
+`python -m validation split TRACE --out DIR [--hardware PROFILE] [--concurrency N] [--rounds R]` and
+`python -m validation reprice DIR --hardware PROFILE --out OUT [--engine REPORT] [--draws N]`
+(see validation/compare.py, validation/steptime.py, validation/split.py, validation/reprice.py)."""
 import argparse
 import sys
 from pathlib import Path
@@ -51,6 +52,13 @@ def main(argv=None) -> int:
     sp_.add_argument("--rounds", type=int, default=3, help="engine runs of each scheme (default 3)")
     sp_.add_argument("--calibrate", action="store_true",
                      help="measure the profile with calibration probes run between the engine's runs")
+    rp = sub.add_parser("reprice", help="price a stored comparison again under another profile (the engine not rerun)")
+    rp.add_argument("compared", type=Path, help="the directory a `compare` run wrote")
+    rp.add_argument("--hardware", type=Path, required=True, help="the profile to price it with")
+    rp.add_argument("--out", type=Path, required=True)
+    rp.add_argument("--engine", type=Path, default=None,
+                    help="the engine's report of another run of the same trace (default DIR/engine/report.json)")
+    rp.add_argument("--draws", type=int, default=None, help="the simulator's draws (default 4)")
     for sp in (c, sp_):
         sp.add_argument("--cycles", type=int, default=None,
                         help="with --calibrate: cycles of every probe per engine run of the trace (compare) "
@@ -73,7 +81,7 @@ def main(argv=None) -> int:
         ap.error("--warmup must be at least 0")
     if getattr(args, "sample_ms", 0.0) < 0:
         ap.error("--sample-ms must be at least 0")
-    if args.threads:
+    if getattr(args, "threads", None):
         import torch
         torch.set_num_threads(args.threads)
     if args.cmd == "steptime":
@@ -101,6 +109,16 @@ def main(argv=None) -> int:
             return fail(exc)
         print_split(res)
         print(f"wrote {args.out / 'split.json'}")
+        return 0
+    if args.cmd == "reprice":
+        from validation.reprice import reprice
+        try:
+            result = reprice(args.compared, args.hardware, args.out, args.engine, args.draws,
+                             progress=sys.stderr.isatty())
+        except SpecError as exc:
+            return fail(exc)
+        print_comparison(result)
+        print(f"wrote {args.out / 'comparison.json'}")
         return 0
     try:
         result = compare(args.trace, args.out, args.hardware, progress=sys.stderr.isatty(), repeats=args.repeats,

@@ -180,7 +180,7 @@ def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measure
 def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress: bool = False,
             repeats: int = 1, calibrate: bool = False, warmup: int = 1, draws: int | None = None,
             cycles: int = CALIBRATION_CYCLES) -> dict:
-    from engine.checkpoint import resolve
+    from engine.cli import build as engine_build
     from engine.cli import run_trace as engine_run
     from sim.cli import run_trace as sim_run
     from sim.spec import load_trace
@@ -190,7 +190,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     from validation.timing import settled_reference
 
     trace = load_trace(trace_path)
-    cal = for_trace(trace, resolve(trace).spec) if calibrate else None
+    built = engine_build(trace)  # once: every run of the trace shares the model and drafters
+    cal = for_trace(trace, built[0].spec) if calibrate else None
     # `cycles` of the probes per engine run of the trace, before its schemes' runs
     probe_speeds: list[tuple[float, float]] = []  # (seconds, host speed) of each call of the probes
     ticks = timed_ticks(cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), cycles),
@@ -203,10 +204,10 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     per_request: dict[str, dict] = {}  # label -> request id -> (acceptance counts, rank counts)
     reports, results = [], []
     for i in range(warmup):  # untimed, unpooled: the process's first pass over the trace's shapes
-        engine_run(trace, out / "engine" / f"warmup{i + 1}", progress=progress)
+        engine_run(trace, out / "engine" / f"warmup{i + 1}", progress=progress, built=built)
     for i in range(repeats):
         report, by_tag = engine_run(rotated(trace, i, repeats), out / "engine" / (f"run{i + 1}" if repeats > 1 else ""),
-                                    progress=progress, between=ticks,
+                                    progress=progress, between=ticks, built=built,
                                     reference=settled_reference)  # after every step, off its clock
         for tag, res in by_tag.items():
             if res.reference_speed:
@@ -259,18 +260,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     matches = {label: round(d / n, 4) for label, (n, d) in totals.items() if n and d}
     sim_doc = sim_trace_doc(trace_path, engine_report, hardware, measured, matches)
     sim_path.write_text(yaml.safe_dump(sim_doc, sort_keys=False))
-    # the simulator's own draws (acceptance, the device's spells), pooled as the engine's runs are,
-    # its latency percentiles read over groups of as many draws as engine runs (group_percentiles)
-    draws = draws or DRAW_GROUPS * repeats
-    sim_trace, sim_reports, sim_results = load_trace(sim_path), [], []
-    for i in range(draws):
-        kept: dict = {}
-        sim_reports.append(sim_run(sim_trace, out / "sim" / (f"draw{i + 1}" if draws > 1 else ""), progress=progress,
-                                   draw=i, keep=kept))
-        sim_results.append(kept)
-    groups = [pool_runs(sim_reports[g:g + repeats], sim_results[g:g + repeats])
-              for g in range(0, draws - repeats + 1, repeats)] if draws > repeats else []
-    sim_report = group_percentiles(pool_runs(sim_reports, sim_results), groups)
+    sim_report, sim_results = simulate(sim_path, out, repeats, draws, progress)
     resampled = []  # the simulator on each bootstrap profile, at one draw: the same trace on another device
     for i in range(len(boot)):
         path = out / "resamples" / f"trace{i + 1}.yaml"
@@ -286,11 +276,32 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     # the step-time error by query tokens per pass (validation.by_tokens)
     comparison["step_time_by_tokens"] = ratio_by_tokens(results, sim_results)
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
-    _plot(comparison, out / "comparison.png", trace.name)
+    plot_comparison(comparison, out / "comparison.png", trace.name)
     return comparison
 
 
-def _plot(comparison: dict, path: Path, title: str) -> None:
+def simulate(sim_path: Path, out: Path, repeats: int = 1, draws: int | None = None,
+             progress: bool = False) -> tuple[dict, list[dict]]:
+    """The simulator's side of a comparison: trace `sim_path` (sim_trace_doc) run at `draws`
+    draws (default DRAW_GROUPS x `repeats`: its acceptance and the device's spells drawn anew
+    each), pooled as the engine's `repeats` runs are, its latency percentiles read over groups of
+    as many draws as engine runs (group_percentiles). Returns the pooled report and each draw's
+    {run tag: RunResult}; the draws' reports go under out/sim."""
+    from sim.cli import run_trace as sim_run
+    from sim.spec import load_trace
+    draws = draws or DRAW_GROUPS * repeats
+    sim_trace, sim_reports, sim_results = load_trace(sim_path), [], []
+    for i in range(draws):
+        kept: dict = {}
+        sim_reports.append(sim_run(sim_trace, out / "sim" / (f"draw{i + 1}" if draws > 1 else ""), progress=progress,
+                                   draw=i, keep=kept))
+        sim_results.append(kept)
+    groups = [pool_runs(sim_reports[g:g + repeats], sim_results[g:g + repeats])
+              for g in range(0, draws - repeats + 1, repeats)] if draws > repeats else []
+    return group_percentiles(pool_runs(sim_reports, sim_results), groups), sim_results
+
+
+def plot_comparison(comparison: dict, path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -11,8 +11,9 @@
 # is less; a stage with under 15 s left is skipped. A stage that fails or times out does not stop
 # the ones after it. Each stage's whole output goes to $OUT_DIR/logs/<stage>.log (its tail is
 # printed), and when PACK names a file, everything under $OUT_DIR is packed into it after every
-# stage, so what was done comes back even when the lease's command is cut off. Exit status: the
-# number of stages that failed, timed out or were skipped.
+# stage, so what was done comes back even when the lease's command is cut off. SKIP names stages
+# to leave out ("kernels-bench compare-random"). Exit status: the number of stages that failed,
+# timed out or were skipped for want of time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -43,6 +44,7 @@ pack() {
 stage() {  # stage NAME CAP_S COMMAND...
   local name=$1 cap=$2 left limit rc
   shift 2
+  case " ${SKIP:-} " in *" $name "*) stamp "$name: skipped (SKIP)"; return ;; esac
   left=$(( BUDGET - ($(date +%s) - t0) ))
   limit=$(( cap < left ? cap : left ))
   if [ "$limit" -lt 15 ]; then
@@ -68,7 +70,7 @@ stage calibrate 120 "$PY" -m validation.calibrate --out "$HW" "${CAL[@]}"
 if [ -f "$HW" ]; then
   stage compare-random 200 "$PY" -m validation compare "$RANDOM_TRACE" --out "$OUT/compare-random" --hardware "$HW"
   stage steptime 120 "$PY" -m validation steptime --out "$OUT/steptime" --hardware "$HW" --fit "${STEP[@]}"
-  stage compare-family 150 "$PY" -m validation compare "$FAMILY_TRACE" --out "$OUT/compare-family" --hardware "$HW"
+  stage compare-family 170 "$PY" -m validation compare "$FAMILY_TRACE" --out "$OUT/compare-family" --hardware "$HW"
 else
   stamp "no measured profile: the comparisons are skipped"
   failed=$((failed + 3))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from kernels.backend import default_backend
 from sim import trees as T
 from sim.cost import KERNELS_PER_LAYER, LM_HEAD_KERNELS, ForwardCost
 from sim.models import ModelSpec
@@ -186,16 +187,21 @@ def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1, check
     index tensors, as the engine's target does (its drafters do not)."""
     from dataclasses import replace
 
+    from engine.checkpoint import engine_dtype
     from engine.kv_cache import KVCache
     from engine.model import Model, SeqQuery, StepBatch
-    model = Model.random(replace(shape, layers=layers), seed=0, device=device, check_values=check)
-    cache = KVCache(model.spec, seqs, 16, device)
+    # the engine's kernels and width on this device, as engine.checkpoint.resolve chooses them (on
+    # a GPU Triton and bfloat16: with the torch reference's attention a layer read 1.14 ms there)
+    dtype = engine_dtype(device)
+    model = Model.random(replace(shape, layers=layers), seed=0, device=device, check_values=check,
+                         dtype=dtype, backend=default_backend(device))
+    cache = KVCache(model.spec, seqs, 16, device, dtype)
     def query(b: int) -> SeqQuery:
         k = nodes if b < seqs - plain else 0
         return SeqQuery(tokens=[1], ctx=8, index=list(range(16 * b, 16 * b + 9)), nodes=[2] * k,
                         parents=tuple(range(-1, k - 1)), spec_slots=list(range(16 * b + 9, 16 * b + 9 + k)))
 
-    step = StepBatch.pack([query(b) for b in range(seqs)])
+    step = StepBatch.pack([query(b) for b in range(seqs)], device)
     return lambda: model.forward(step, cache)
 
 
@@ -297,7 +303,6 @@ def draft_pass_time(t: dict) -> float:
 def draft_node_rows() -> int:
     """Rows of draft_pass_probe's static tree's later passes beyond one per sequence a pass, per
     sequence: the nodes each level expands, less one (its levels 1-4 expand 2, 3, 4, 2: 7)."""
-    from sim import trees as T
     depth = DRAFT_PASS_DEPTHS[1]
     levels = T.expanding(T.greedy_static_tree(DRAFT_NODE_PROBS, DRAFT_NODE_NODES, depth), depth)
     assert all(levels), "the probe's tree must expand a node at every level, as the chain does"

@@ -201,15 +201,17 @@ def fit(points: list[dict], hw) -> tuple[dict, object]:
 
 def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bool = False, repeats: int = 1,
         progress=print, rounds: int = 6, size_mb: int = 512, sample_s: float = SAMPLE_S) -> dict:
+    from engine.checkpoint import engine_dtype
     from engine.model import Model
+    from kernels.backend import default_backend
     from sim.cost import model_shapes
     from sim.hardware import hardware_from_node
     from validation.calibrate import DEFAULT_CONTEXT, Calibration, context_model
     from validation.profile import write_profile
     from validation.timing import mean_time
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    width = 4.0 if device == "cpu" else 2.0
+    dtype = engine_dtype(device)  # the engine's width and kernels here (on a GPU bf16 and Triton)
+    width = 4.0 if dtype == torch.float32 else 2.0
     # on a CPU the probes' host work amid the family's memory traffic (validation.traffic): its
     # forwards are the grid's most host-bound
     # (and the matmul curves of the grid's own matrices: sim.cost.model_shapes)
@@ -221,7 +223,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     out.mkdir(parents=True, exist_ok=True)
     models, points = [], []
     for name, changes, spec in specs:
-        models.append(Model.random(spec, seed=0, device=device, dtype=dtype))
+        models.append(Model.random(spec, seed=0, device=device, dtype=dtype, backend=default_backend(device)))
         for p in grid(quick):
             points.append({**p, "model": spec.name if not changes else f"{spec.name}-scaled", "spec": spec,
                            "net": len(models) - 1, "samples": []})

@@ -1,0 +1,114 @@
+"""validation.reprice: a stored comparison priced again under another profile, the engine not
+rerun. The same profile gives compare's errors; a dearer profile moves them; the directory can
+move; bad input exits 2 naming what is wrong."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import tiny_engine_trace
+from validation.__main__ import main
+from validation.compare import compare
+from validation.reprice import reprice
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILE = ROOT / "traces" / "hardware" / "cpu-measured.yaml"
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    """One compare run of a tiny trace (plain decoding and prompt lookup at concurrency 1 and 2)."""
+    tmp = tmp_path_factory.mktemp("reprice")
+    trace = tiny_engine_trace(tmp, requests=4, prompt=24, output=8, k=3, sweep={"concurrency": [1, 2]})
+    out = tmp / "cmp"
+    compare(trace, out, PROFILE, warmup=0)
+    return out
+
+
+def errors_of(doc: dict) -> dict:
+    return {(r["label"], r["concurrency"]): r["errors"] for r in doc["runs"]}
+
+
+def test_the_same_profile_gives_compares_errors(compared, tmp_path):
+    got = reprice(compared, PROFILE, tmp_path / "again")
+    want = json.loads((compared / "comparison.json").read_text())
+    assert errors_of(got).keys() == errors_of(want).keys() and len(got["runs"]) == 4
+    for key, err in errors_of(want).items():
+        for metric, value in err.items():
+            assert (errors_of(got)[key][metric] or 0.0) == pytest.approx(value or 0.0, abs=1e-12), (key, metric)
+    assert (tmp_path / "again" / "comparison.json").exists() and (tmp_path / "again" / "comparison.png").exists()
+    # what a stored report cannot give is left out rather than guessed
+    assert all("acceptance" not in r and "engine_speed" not in r for r in got["runs"])
+    assert got["repriced"]["hardware"] == str(PROFILE)
+
+
+def test_a_dearer_step_lengthens_every_priced_step(compared, tmp_path):
+    doc = yaml.safe_load(PROFILE.read_text())
+    doc["step_overhead_us"] = doc["step_overhead_us"] + 2000.0
+    dear = tmp_path / "dear.yaml"
+    dear.write_text(yaml.safe_dump(doc))
+    base = errors_of(json.loads((compared / "comparison.json").read_text()))
+    got = errors_of(reprice(compared, dear, tmp_path / "dear"))
+    for key in base:
+        assert got[key]["step_time"] > base[key]["step_time"] + 0.05, key
+        assert got[key]["throughput_tok_s"] < base[key]["throughput_tok_s"], key
+        assert got[key]["steps"] == pytest.approx(base[key]["steps"], abs=0.02), key  # the same schedule
+
+
+def test_a_moved_comparison_reads_its_acceptance_by_name(compared, tmp_path):
+    moved = tmp_path / "moved"
+    shutil.copytree(compared, moved)
+    trace = yaml.safe_load((moved / "sim-trace.yaml").read_text())
+    lookup = trace["speculation"][1]["acceptance"]["measured"]
+    trace["speculation"][1]["acceptance"]["measured"] = "/elsewhere/on/another/machine/" + Path(lookup).name
+    (moved / "sim-trace.yaml").write_text(yaml.safe_dump(trace, sort_keys=False))
+    got = reprice(moved, PROFILE, tmp_path / "out")
+    sim_trace = yaml.safe_load((tmp_path / "out" / "sim-trace.yaml").read_text())
+    assert sim_trace["speculation"][1]["acceptance"]["measured"] == str((moved / Path(lookup).name).resolve())
+    assert len(got["runs"]) == 4
+
+
+def test_another_runs_engine_report_is_priced_against(compared, tmp_path):
+    report = json.loads((compared / "engine" / "report.json").read_text())
+    for r in report["runs"]:  # a run of the same trace on a host twice as slow
+        r["summary"]["duration_s"] *= 2
+        r["summary"]["throughput_tok_s"] /= 2
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps(report))
+    base = errors_of(json.loads((compared / "comparison.json").read_text()))
+    got = errors_of(reprice(compared, PROFILE, tmp_path / "out", engine=slow))
+    for key, err in base.items():
+        assert 1 + got[key]["throughput_tok_s"] == pytest.approx(2 * (1 + err["throughput_tok_s"]), rel=1e-9)
+
+
+@pytest.mark.parametrize("case, where", [
+    ("no-trace", "sim-trace.yaml"), ("no-profile", "nowhere.yaml"), ("no-report", "report.json"),
+    ("no-acceptance", "speculation[1].acceptance.measured"), ("several-runs", "engine"),
+    ("foreign-report", "runs"),
+])
+def test_bad_input_exits_2_naming_it(compared, tmp_path, capsys, case, where):
+    d = tmp_path / "cmp"
+    shutil.copytree(compared, d)
+    profile, extra = PROFILE, []
+    if case == "no-trace":
+        (d / "sim-trace.yaml").unlink()
+    elif case == "no-profile":
+        profile = tmp_path / "nowhere.yaml"
+    elif case == "no-report":
+        (d / "engine" / "report.json").unlink()
+    elif case == "no-acceptance":
+        (d / "acceptance-ngram.json").unlink()
+    elif case == "several-runs":
+        (d / "engine" / "run1").mkdir()
+    else:  # a report of runs the trace does not have
+        report = json.loads((d / "engine" / "report.json").read_text())
+        report["runs"][0]["label"] = "eagle"
+        (tmp_path / "other.json").write_text(json.dumps(report))
+        extra = ["--engine", str(tmp_path / "other.json")]
+    rc = main(["reprice", str(d), "--hardware", str(profile), "--out", str(tmp_path / "out"), *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and where in err and "Traceback" not in err

@@ -1,0 +1,97 @@
+"""Price a stored comparison again under another hardware profile: the simulator's side of
+`python -m validation compare` run anew from what the comparison kept (its sim-trace.yaml, the
+engine's report, its acceptance files), the engine not run again.
+
+    python -m validation reprice DIR --hardware PROFILE --out OUT [--engine REPORT] [--draws N]
+
+For a comparison whose engine ran where device time was short (a lent GPU) and whose profile
+was measured again later, or to see how a change to one figure moves every error. `--engine`
+takes the engine's report of another run of the same trace (default DIR/engine/report.json).
+The acceptance files are read from DIR by name (acceptance-<label>.json), wherever the trace
+said they were when the comparison was made, so a comparison made on another machine reprices
+here.
+
+It reads comparisons of one engine run (compare --repeats 1): pooling several runs needs their
+per-request results, which a comparison's directory does not keep. Its comparison has no
+acceptance distances, host speeds or step-time ratios by query tokens (those come from the
+engine's in-memory results); its errors are compare's for the same inputs (the simulator's
+draws are seeded by their index).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from sim.errors import SpecError
+from validation.compare import errors, plot_comparison, simulate
+
+
+def _engine_report(path: Path) -> dict:
+    if not path.is_file():
+        raise SpecError(str(path), "", "no engine report here: expected the report.json that "
+                        "`python -m engine run` (or compare --repeats 1) wrote")
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise SpecError(str(path), "", f"not JSON ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or not doc["runs"]:
+        raise SpecError(str(path), "runs", "expected an engine report with a non-empty list of runs")
+    return doc
+
+
+def reprice_doc(compared: Path, hardware: Path) -> dict:
+    """compared/sim-trace.yaml with its hardware `hardware` and each measured acceptance file
+    read from `compared` by its name."""
+    path = compared / "sim-trace.yaml"
+    if not path.is_file():
+        raise SpecError(str(path), "", "no sim-trace.yaml here: expected the directory of a "
+                        "`python -m validation compare` run")
+    if not hardware.is_file():
+        raise SpecError(str(hardware), "", "no such hardware profile (expected a YAML file "
+                        "that `python -m validation.calibrate` wrote)")
+    doc = yaml.safe_load(path.read_text())
+    doc["hardware"] = str(hardware.resolve())
+    for i, entry in enumerate(doc.get("speculation", [])):
+        measured = (entry.get("acceptance") or {}).get("measured")
+        if measured is None:
+            continue
+        local = compared / Path(measured).name
+        if not local.is_file():
+            raise SpecError(str(path), f"speculation[{i}].acceptance.measured",
+                            f"{Path(measured).name} is not in {compared}")
+        entry["acceptance"] = {"measured": str(local.resolve())}
+    return doc
+
+
+def reprice(compared: Path, hardware: Path, out: Path, engine: Path | None = None, draws: int | None = None,
+            progress: bool = False) -> dict:
+    """The comparison of `compared` priced under profile `hardware` (its errors against the
+    engine's report `engine`, default compared/engine/report.json), written to out/comparison.json."""
+    if (compared / "engine" / "run1").is_dir() and engine is None:
+        raise SpecError(str(compared / "engine"), "",
+                        "this comparison pooled several engine runs (compare --repeats N); reprice reads one: "
+                        "name one run's report with --engine")
+    engine_report = _engine_report(engine or compared / "engine" / "report.json")
+    doc = reprice_doc(compared, hardware)
+    out.mkdir(parents=True, exist_ok=True)
+    sim_path = out / "sim-trace.yaml"
+    sim_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    sim_report, _ = simulate(sim_path, out, 1, draws, progress)
+    known = {(r["label"], r["concurrency"]) for r in sim_report["runs"]}
+    missing = [f"{r['label']} at {r['concurrency']}" for r in engine_report["runs"]
+               if (r["label"], r["concurrency"]) not in known]
+    if missing:
+        raise SpecError(str(engine or compared / "engine" / "report.json"), "runs",
+                        f"runs the trace does not have: {', '.join(missing)}")
+    # the engine's own acceptance histograms count its plans, not drafts as the simulator counts
+    # them (validation.measure.drafted_counts, from results a report does not keep): left out
+    engine_report = {**engine_report, "runs": [{k: v for k, v in r.items() if k != "acceptance"}
+                                               for r in engine_report["runs"]]}
+    comparison = errors(engine_report, sim_report)
+    comparison["repriced"] = {"comparison": str(compared), "hardware": str(hardware),
+                              "engine": str(engine or compared / "engine" / "report.json")}
+    (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
+    plot_comparison(comparison, out / "comparison.png", f"{doc.get('name', compared.name)} (repriced)")
+    return comparison
