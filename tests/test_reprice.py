@@ -1,6 +1,6 @@
 """validation.reprice: a stored comparison priced again under another profile, the engine not
 rerun. The same profile gives compare's errors; a dearer profile moves them; the directory can
-move; bad input exits 2 naming what is wrong."""
+move; compare --engine-only leaves it the engine's side; bad input exits 2 naming what is wrong."""
 import json
 import shutil
 from pathlib import Path
@@ -41,9 +41,43 @@ def test_the_same_profile_gives_compares_errors(compared, tmp_path):
         for metric, value in err.items():
             assert (errors_of(got)[key][metric] or 0.0) == pytest.approx(value or 0.0, abs=1e-12), (key, metric)
     assert (tmp_path / "again" / "comparison.json").exists() and (tmp_path / "again" / "comparison.png").exists()
-    # what a stored report cannot give is left out rather than guessed
-    assert all("acceptance" not in r and "engine_speed" not in r for r in got["runs"])
+    # the pooled engine report keeps the accepted-drafts histograms as compare counts them
+    tv = {(r["label"], r["concurrency"]): r["acceptance"]["tv_distance"] for r in want["runs"] if "acceptance" in r}
+    assert tv and tv == {(r["label"], r["concurrency"]): r["acceptance"]["tv_distance"] for r in got["runs"]
+                         if "acceptance" in r}
+    # what only the engine's in-memory results give is left out rather than guessed
+    assert all("engine_speed" not in r for r in got["runs"])
     assert got["repriced"]["hardware"] == str(PROFILE)
+    assert got["repriced"]["engine"] == str(compared / "engine-pooled.json")
+
+
+def test_a_runs_own_report_prices_without_acceptance_distances(compared, tmp_path):
+    """Without engine-pooled.json (a comparison from before 0.33.0) the run's own report is read;
+    its histograms count the engine's plans, not drafts as the simulator does: left out."""
+    d = tmp_path / "old"
+    shutil.copytree(compared, d)
+    (d / "engine-pooled.json").unlink()
+    got = reprice(d, PROFILE, tmp_path / "out")
+    want = errors_of(json.loads((compared / "comparison.json").read_text()))
+    assert all("acceptance" not in r for r in got["runs"])
+    assert {k: v["throughput_tok_s"] for k, v in errors_of(got).items()} == \
+        pytest.approx({k: v["throughput_tok_s"] for k, v in want.items()}, abs=1e-12)
+
+
+def test_an_engine_only_comparison_of_several_runs_is_priced_here(tmp_path):
+    """compare --engine-only writes the engine's side and stops; reprice pools the simulator's
+    draws as compare would for that many engine runs (4 each)."""
+    trace = tiny_engine_trace(tmp_path, requests=2, prompt=16, output=4, k=2)
+    out = tmp_path / "cmp"
+    got = compare(trace, out, PROFILE, warmup=0, repeats=2, engine_only=True)
+    assert got["engine_only"] == str(out)
+    assert (out / "sim-trace.yaml").exists() and (out / "engine-pooled.json").exists()
+    assert not (out / "comparison.json").exists() and not (out / "sim").exists()
+    priced = reprice(out, PROFILE, tmp_path / "priced")
+    assert {r["label"] for r in priced["runs"]} == {"none", "ngram"}
+    assert all(len(r["engine_throughputs"]) == 2 for r in priced["runs"])
+    assert (tmp_path / "priced" / "sim" / "draw8" / "report.json").exists()
+    assert not (tmp_path / "priced" / "sim" / "draw9").exists()
 
 
 def test_a_dearer_step_lengthens_every_priced_step(compared, tmp_path):
@@ -99,10 +133,12 @@ def test_bad_input_exits_2_naming_it(compared, tmp_path, capsys, case, where):
     elif case == "no-profile":
         profile = tmp_path / "nowhere.yaml"
     elif case == "no-report":
+        (d / "engine-pooled.json").unlink()
         (d / "engine" / "report.json").unlink()
     elif case == "no-acceptance":
         (d / "acceptance-ngram.json").unlink()
-    elif case == "several-runs":
+    elif case == "several-runs":  # pooled runs without the pooled report (before 0.33.0)
+        (d / "engine-pooled.json").unlink()
         (d / "engine" / "run1").mkdir()
     else:  # a report of runs the trace does not have
         report = json.loads((d / "engine" / "report.json").read_text())

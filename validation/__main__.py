@@ -1,5 +1,5 @@
 """`python -m validation compare TRACE --out DIR [--hardware PROFILE | --calibrate] [--repeats N] [--warmup N]
-[--draws N]`,
+[--draws N] [--engine-only]`,
 `python -m validation steptime --out DIR ...` and
 `python -m validation split TRACE --out DIR [--hardware PROFILE] [--concurrency N] [--rounds R]` and
 `python -m validation reprice DIR --hardware PROFILE --out OUT [--engine REPORT] [--draws N]`
@@ -30,6 +30,9 @@ def main(argv=None) -> int:
                    help="untimed engine runs of the trace before the timed ones (default 1; not compared)")
     c.add_argument("--draws", type=int, default=None,
                    help="the simulator's draws (default 4 x --repeats; its percentiles: the mean over groups of --repeats)")
+    c.add_argument("--engine-only", action="store_true",
+                   help="run the engine and write what the simulator needs (sim-trace.yaml, engine-pooled.json, "
+                        "the acceptance files), then stop: `reprice DIR` prices it later")
     c.add_argument("--calibrate", action="store_true",
                    help="measure the profile with calibration probes run before each scheme's engine run")
     st = sub.add_parser("steptime", help="time the engine's forward over a grid and compare with the simulator")
@@ -123,9 +126,13 @@ def main(argv=None) -> int:
     try:
         result = compare(args.trace, args.out, args.hardware, progress=sys.stderr.isatty(), repeats=args.repeats,
                          calibrate=args.calibrate, warmup=args.warmup, draws=args.draws,
-                         cycles=args.cycles or CALIBRATION_CYCLES)
+                         cycles=args.cycles or CALIBRATION_CYCLES, engine_only=args.engine_only)
     except SpecError as exc:
         return fail(exc)
+    if args.engine_only:
+        print(f"wrote the engine's side to {args.out}; price it with: python -m validation reprice {args.out} "
+              f"--hardware {result['hardware']} --out OUT")
+        return 0
     print_comparison(result)
     print(f"wrote {args.out / 'comparison.json'}")
     return 0

@@ -7,7 +7,9 @@
    end to end (`pool_runs`: all tokens over all their time, latency percentiles over all their
    requests), and every run's throughput is kept in the comparison ("engine_throughputs"), with the relative standard error
    of the pooled throughput they give ("engine_spread", printed as `engine ±`: an error within
-   about twice it is within the engine's own run-to-run noise).
+   about twice it is within the engine's own run-to-run noise). The pooled report is kept as
+   DIR/engine-pooled.json; with `--engine-only` the comparison stops there, its acceptance
+   files and DIR/sim-trace.yaml written, for `python -m validation reprice` to price later.
    With `--calibrate`, validation.calibrate's probes (their host work amid the memory traffic
    of the model the engine runs: validation.traffic) run a few at a time
    before each scheme's run (`--cycles` cycles of them per engine run of the trace, by default
@@ -179,7 +181,12 @@ def sim_trace_doc(trace_path: Path, engine_report: dict, hardware: Path, measure
 
 def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress: bool = False,
             repeats: int = 1, calibrate: bool = False, warmup: int = 1, draws: int | None = None,
-            cycles: int = CALIBRATION_CYCLES) -> dict:
+            cycles: int = CALIBRATION_CYCLES, engine_only: bool = False) -> dict:
+    """Run the trace through the engine and the simulator and write out/comparison.json (see
+    the module's docstring). Always written on the way: out/engine-pooled.json (the engine's
+    runs pooled), the acceptance files and out/sim-trace.yaml. engine_only: stop there and
+    return {"engine_only": ...}; `python -m validation reprice out` prices it later (on a lent
+    GPU, the device's minutes go to the engine alone)."""
     from engine.cli import build as engine_build
     from engine.cli import run_trace as engine_run
     from sim.cli import run_trace as sim_run
@@ -230,6 +237,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
                 n0, d0 = by_rid.get(rid, (0, 0))
                 by_rid[rid] = (n0 + n, d0 + d)
     engine_report = pool_runs(reports, results)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "engine-pooled.json").write_text(json.dumps(engine_report))  # what reprice reads
     boot: list[dict] = []  # the figures of the calibration's bootstrap profiles
     if cal is not None:
         cal.complete()
@@ -260,6 +269,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     matches = {label: round(d / n, 4) for label, (n, d) in totals.items() if n and d}
     sim_doc = sim_trace_doc(trace_path, engine_report, hardware, measured, matches)
     sim_path.write_text(yaml.safe_dump(sim_doc, sort_keys=False))
+    if engine_only:
+        return {"engine_only": str(out), "hardware": str(hardware)}
     sim_report, sim_results = simulate(sim_path, out, repeats, draws, progress)
     resampled = []  # the simulator on each bootstrap profile, at one draw: the same trace on another device
     for i in range(len(boot)):

@@ -13,6 +13,10 @@
 # may run 600 s: BUDGET_S 540 leaves room for the wheel's install and the packing (give the call
 # timeout_s 570).
 #
+# On the GPU the comparisons run the engine alone (compare --engine-only): price them afterwards,
+# anywhere, with `python -m validation reprice OUT_DIR/compare-random --hardware
+# OUT_DIR/hardware-measured.yaml --out DIR` (and the same for compare-family).
+#
 # Each stage runs under a timeout: its cap, or what is left of BUDGET_S (default 540 s) when that
 # is less; a stage with under 15 s left is skipped. A stage that fails or times out does not stop
 # the ones after it. Each stage's whole output goes to $OUT_DIR/logs/<stage>.log (its tail is
@@ -33,12 +37,14 @@ if [ "${1:-}" = "--cpu" ]; then
   STEP=(--quick --repeats 2 --rounds 1)
   RANDOM_TRACE=traces/engine-tiny.yaml
   FAMILY_TRACE=traces/family-tiny.yaml
+  COMPARE=()
 else
   GPU=1
   CAL=(--size-mb 2048 --gemm 8192 --repeats 5)
   STEP=(--repeats 5 --rounds 2)
   RANDOM_TRACE=traces/validate-8b-random.yaml
   FAMILY_TRACE=traces/family-schemes.yaml  # no engine.device: cuda and the Triton kernels here
+  COMPARE=(--engine-only)  # the device's minutes for the engine; the simulator's side priced later
 fi
 HW="$OUT/hardware-measured.yaml"
 t0=$(date +%s)
@@ -74,9 +80,9 @@ if [ "$GPU" = 1 ]; then
 fi
 stage calibrate 120 "$PY" -m validation.calibrate --out "$HW" "${CAL[@]}"
 if [ -f "$HW" ]; then
-  stage compare-random 200 "$PY" -m validation compare "$RANDOM_TRACE" --out "$OUT/compare-random" --hardware "$HW"
+  stage compare-random 200 "$PY" -m validation compare "$RANDOM_TRACE" --out "$OUT/compare-random" --hardware "$HW" "${COMPARE[@]}"
   stage steptime 120 "$PY" -m validation steptime --out "$OUT/steptime" --hardware "$HW" --fit "${STEP[@]}"
-  stage compare-family 170 "$PY" -m validation compare "$FAMILY_TRACE" --out "$OUT/compare-family" --hardware "$HW"
+  stage compare-family 170 "$PY" -m validation compare "$FAMILY_TRACE" --out "$OUT/compare-family" --hardware "$HW" "${COMPARE[@]}"
 else
   stamp "no measured profile: the comparisons are skipped"
   failed=$((failed + 3))

@@ -7,15 +7,17 @@ engine's report, its acceptance files), the engine not run again.
 For a comparison whose engine ran where device time was short (a lent GPU) and whose profile
 was measured again later, or to see how a change to one figure moves every error. `--engine`
 takes the engine's report of another run of the same trace (default DIR/engine/report.json).
-The acceptance files are read from DIR by name (acceptance-<label>.json), wherever the trace
+The engine's side is DIR/engine-pooled.json where compare wrote it (since 0.33.0: its runs
+pooled, with the accepted-drafts histograms counted as the simulator counts them), else
+DIR/engine/report.json (one run; no acceptance distances). The acceptance files are read from DIR by name (acceptance-<label>.json), wherever the trace
 said they were when the comparison was made, so a comparison made on another machine reprices
 here.
 
-It reads comparisons of one engine run (compare --repeats 1): pooling several runs needs their
-per-request results, which a comparison's directory does not keep. Its comparison has no
-acceptance distances, host speeds or step-time ratios by query tokens (those come from the
-engine's in-memory results); its errors are compare's for the same inputs (the simulator's
-draws are seeded by their index).
+Without engine-pooled.json it reads comparisons of one engine run (compare --repeats 1):
+pooling several runs needs their per-request results, which a comparison's directory does not
+keep. Its comparison has no host speeds or step-time ratios by query tokens (those come from
+the engine's in-memory results); its errors are compare's for the same inputs (the simulator's
+draws are seeded by their index, as many as compare's default: 4 for each engine run pooled).
 """
 from __future__ import annotations
 
@@ -68,30 +70,36 @@ def reprice_doc(compared: Path, hardware: Path) -> dict:
 def reprice(compared: Path, hardware: Path, out: Path, engine: Path | None = None, draws: int | None = None,
             progress: bool = False) -> dict:
     """The comparison of `compared` priced under profile `hardware` (its errors against the
-    engine's report `engine`, default compared/engine/report.json), written to out/comparison.json."""
-    if (compared / "engine" / "run1").is_dir() and engine is None:
+    engine's report `engine`, default compared/engine-pooled.json, else compared/engine/report.json),
+    written to out/comparison.json."""
+    pooled = compared / "engine-pooled.json"
+    if engine is None and pooled.is_file():
+        engine = pooled
+    elif engine is None and (compared / "engine" / "run1").is_dir():
         raise SpecError(str(compared / "engine"), "",
-                        "this comparison pooled several engine runs (compare --repeats N); reprice reads one: "
-                        "name one run's report with --engine")
-    engine_report = _engine_report(engine or compared / "engine" / "report.json")
+                        "this comparison pooled several engine runs (compare --repeats N) and kept no "
+                        "engine-pooled.json; reprice reads one: name one run's report with --engine")
+    engine = engine or compared / "engine" / "report.json"
+    engine_report = _engine_report(engine)
     doc = reprice_doc(compared, hardware)
     out.mkdir(parents=True, exist_ok=True)
     sim_path = out / "sim-trace.yaml"
     sim_path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    sim_report, _ = simulate(sim_path, out, 1, draws, progress)
+    runs = int(engine_report["runs"][0]["summary"].get("pooled_runs", 1))  # the engine runs pooled
+    sim_report, _ = simulate(sim_path, out, runs, draws, progress)  # drawn and grouped as compare does
     known = {(r["label"], r["concurrency"]) for r in sim_report["runs"]}
     missing = [f"{r['label']} at {r['concurrency']}" for r in engine_report["runs"]
                if (r["label"], r["concurrency"]) not in known]
     if missing:
-        raise SpecError(str(engine or compared / "engine" / "report.json"), "runs",
+        raise SpecError(str(engine), "runs",
                         f"runs the trace does not have: {', '.join(missing)}")
-    # the engine's own acceptance histograms count its plans, not drafts as the simulator counts
-    # them (validation.measure.drafted_counts, from results a report does not keep): left out
-    engine_report = {**engine_report, "runs": [{k: v for k, v in r.items() if k != "acceptance"}
-                                               for r in engine_report["runs"]]}
+    if "throughputs" not in engine_report["runs"][0]:  # a run's own report, not compare's pooled one:
+        # its acceptance histograms count the engine's plans, not drafts as the simulator counts
+        # them (validation.measure.drafted_counts, from results a report does not keep): left out
+        engine_report = {**engine_report, "runs": [{k: v for k, v in r.items() if k != "acceptance"}
+                                                   for r in engine_report["runs"]]}
     comparison = errors(engine_report, sim_report)
-    comparison["repriced"] = {"comparison": str(compared), "hardware": str(hardware),
-                              "engine": str(engine or compared / "engine" / "report.json")}
+    comparison["repriced"] = {"comparison": str(compared), "hardware": str(hardware), "engine": str(engine)}
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
     plot_comparison(comparison, out / "comparison.png", f"{doc.get('name', compared.name)} (repriced)")
     return comparison
