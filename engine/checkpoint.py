@@ -115,7 +115,7 @@ def resolve(trace: TraceSpec) -> ModelSource:
                                f"{', '.join(FAMILIES)} (or a mapping such as {{random_shape: llama-3.2-1b, layers: 2}})")
             spec = _family_spec(ck)
             domain = f["prompts"].string(PROMPT_DOMAINS) if "prompts" in f else "code"
-            width = 4.0 if dtype == torch.float32 else 2.0
+            width = float(dtype.itemsize)
             return ModelSource(spec=replace(spec, bytes_per_weight=width, bytes_per_kv=width), seed=seed, device=device,
                                backend=backend, dtype=dtype, description=f"family {ck.value} (engine/family/{FAMILIES[ck.value]})",
                                family=ck.value, domain=domain)
@@ -124,7 +124,7 @@ def resolve(trace: TraceSpec) -> ModelSource:
     if "prompts" in f:
         raise f["prompts"].error("prompt sets belong to a trained family (engine.checkpoint: tiny); "
                                  "random models read a seeded token stream")
-    width = 4.0 if dtype == torch.float32 else 2.0
+    width = float(dtype.itemsize)  # bytes a weight and a KV element take
     spec = replace(spec, bytes_per_weight=width, bytes_per_kv=width)
     return ModelSource(spec=spec, seed=seed, device=device, backend=backend, dtype=dtype, description=desc)
 

@@ -44,8 +44,11 @@ def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, pro
     outside the engine's clock, returning the seconds it timed (EngineResult.reference_speed: the
     host's speed during the run). `built`: what `build` returned for this trace (the same
     schemes, in any order), else it is built here."""
-    check_schemes(trace)
-    source, model, drafters = built or build(trace)
+    if built is None:
+        built = build(trace)  # which checks the schemes first
+    else:
+        check_schemes(trace)
+    source, model, drafters = built
     ran = replace(trace, model=source.spec)  # the report describes (and prices) the model actually run
     levels: list[int | None] = list(trace.sweep_concurrency) or [None]
     t0 = time.time()

@@ -60,8 +60,9 @@ def main(argv=None) -> int:
     rp.add_argument("--hardware", type=Path, required=True, help="the profile to price it with")
     rp.add_argument("--out", type=Path, required=True)
     rp.add_argument("--engine", type=Path, default=None,
-                    help="the engine's report of another run of the same trace (default DIR/engine/report.json)")
-    rp.add_argument("--draws", type=int, default=None, help="the simulator's draws (default 4)")
+                    help="the engine's report of another run of the same trace (default DIR/engine-pooled.json, "
+                         "else DIR/engine/report.json)")
+    rp.add_argument("--draws", type=int, default=None, help="the simulator's draws (default 4 for each engine run pooled)")
     for sp in (c, sp_):
         sp.add_argument("--cycles", type=int, default=None,
                         help="with --calibrate: cycles of every probe per engine run of the trace (compare) "

@@ -211,7 +211,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     from validation.timing import mean_time
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = engine_dtype(device)  # the engine's width and kernels here (on a GPU bf16 and Triton)
-    width = 4.0 if dtype == torch.float32 else 2.0
+    width = float(dtype.itemsize)
     # on a CPU the probes' host work amid the family's memory traffic (validation.traffic): its
     # forwards are the grid's most host-bound
     # (and the matmul curves of the grid's own matrices: sim.cost.model_shapes)
