@@ -8,7 +8,6 @@ Host time: the profile's per-pass host figures (launch_us, pass_overhead_us, ind
 query terms); device time: the price with those set to 0."""
 import json, statistics as st, sys
 from dataclasses import replace
-from pathlib import Path
 from validation.steptime import MODELS, work_of, bare_forward, ROOT
 from sim.specio import Node
 from sim.models import model_from_node
