@@ -150,16 +150,17 @@ class PassPricer:
         return Cost(t, f, b, c, m)
 
 
-MEDUSA_OPS = 4  # the heads' operations beyond their two products: bias add, SiLU, residual add, top-k
+MEDUSA_OPS = 4  # the heads' operations beyond their two products: bias add, SiLU, residual add, top-k (op_s each)
 
 
 def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int, shared_lm_head: bool = False) -> Cost:
     """K heads in one call over n last hidden states: each a residual h x h block + an LM head,
     its own (Medusa §2.1.1) or the target's, read once for all K x n rows; the top-k over each
     head's logits costs hardware.logit_s per element (`hw` as drafters see it: HardwareSpec.drafter). Not a forward pass: no pass_overhead_s,
-    MEDUSA_OPS launches beyond the products', and draft_seq_s per sequence."""
+    MEDUSA_OPS small ops beyond the products' launches (hardware.op_s each, launch_s where not
+    measured), and draft_seq_s per sequence."""
     h = target.hidden
-    host = Cost(time=MEDUSA_OPS * hw.launch_s + n * hw.draft_seq_s + hw.logit_s * heads * n * target.vocab,
+    host = Cost(time=MEDUSA_OPS * (hw.op_s or hw.launch_s) + n * hw.draft_seq_s + hw.logit_s * heads * n * target.vocab,
                 flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
     lm = (linear_cost(h, target.vocab, heads * n, target, hw, tp) if shared_lm_head
           else linear_cost(h, target.vocab, n, target, hw, tp, count=heads))

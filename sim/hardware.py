@@ -32,6 +32,11 @@ class HardwareSpec:
     # a matmul over M token rows reaches M / (M + gemm_half_rows) of its compute rate (small-M
     # GEMMs on CPUs re-stream and pack weights; 0: the plain roofline, as on the GPU presets)
     gemm_half_rows: float = 0.0
+    # host time of one small elementwise op (a bias add, an activation, a top-k on a few rows), as
+    # the calibration's one-element op reads it; 0: launch_s. launch_s is a layer's host time over
+    # its KERNELS_PER_LAYER kernels, attention's wrapper among them (on a CPU 105.7 us a kernel
+    # against 7.5 us an op): Medusa's heads charged their four ops at it ran 0.39 ms long
+    op_s: float = 0.0
     eta_kv: float = 1.0  # achievable fraction of eta_memory when attention reads (gathers) paged KV
     # measured eta_kv per gather size: ((bytes, eta_kv), ...), sizes ascending. A layer's gather of
     # that many bytes (the K and V of every sequence in the pass) reads at eta_kv; sizes
@@ -227,7 +232,7 @@ class HardwareSpec:
                 "interconnect_gb_s": self.link_bw / 1e9, "devices_per_node": self.devices_per_node,
                 "eta_compute": self.eta_compute, "eta_memory": self.eta_memory, "launch_us": self.launch_s * us,
                 "step_overhead_us": self.step_overhead_s * us, "seq_overhead_us": self.seq_overhead_s * us,
-                "alloc_op_us": self.alloc_op_s * us, "allreduce_latency_us": self.allreduce_latency_s * us,
+                "alloc_op_us": self.alloc_op_s * us, "op_us": self.op_s * us, "allreduce_latency_us": self.allreduce_latency_s * us,
                 "gemm_half_rows": self.gemm_half_rows, "eta_kv": self.eta_kv,
                 "pass_overhead_us": self.pass_overhead_s * us, "index_check_us": self.index_check_s * us,
                 "multi_query_us": self.multi_query_s * us,
@@ -250,7 +255,7 @@ class HardwareSpec:
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
-         "seq_overhead_us", "alloc_op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
+         "seq_overhead_us", "alloc_op_us", "op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "multi_query_us", "batch_query_us",
          "mixed_query_us", "draft_seq_us", "draft_pass_seq_us", "draft_node_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
@@ -314,6 +319,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         step_overhead_s=num("step_overhead_us", 1e-6, hi=1e9),
         seq_overhead_s=num("seq_overhead_us", 1e-6, hi=1e9),
         alloc_op_s=num("alloc_op_us", 1e-6, hi=1e6),
+        op_s=num("op_us", 1e-6, hi=1e6),
         allreduce_latency_s=num("allreduce_latency_us", 1e-6, hi=1e6),
         gemm_half_rows=num("gemm_half_rows", 1.0, hi=1e6),
         eta_kv=num("eta_kv", 1.0, hi=1.0, lo_open=True),

@@ -486,6 +486,7 @@ def test_probes_run_amid_their_context_and_the_profile_says_so():
     cal.complete()
     text = write_profile(cal.figures(), cal.size_mb)
     assert "amid the memory traffic of model tiny: 16.0 MiB read after a target pass, 7.0 MiB" in text
+    assert f"\nop_us: {cal.figures()['launch_s'] * 1e6:.2f}\n" in text  # the one-element op (Medusa's ops)
     if cal.cache_bytes:  # the warm curves say how far apart their passes were timed
         from validation.calibrate import WARM_GAP_S
         assert f"weights in the last-level cache, passes {WARM_GAP_S * 1e3:g} ms apart" in text

@@ -459,6 +459,17 @@ def test_medusa_heads_read_their_lm_heads_once_and_pay_no_forward_overhead():
     launched = device("h100-sxm", launch_us=10.0)
     d = medusa_cost(m, launched, 1, 4, 2).time - medusa_cost(m, device("h100-sxm", launch_us=0.0), 1, 4, 2).time
     assert d == pytest.approx((2 + MEDUSA_OPS) * 10e-6, rel=1e-9)
+    # where a calibration measured a small op (op_us), the heads' elementwise ops cost that, and
+    # only the two products a launch
+    ops = device("h100-sxm", launch_us=10.0, op_us=2.0)
+    d = medusa_cost(m, ops, 1, 4, 2).time - medusa_cost(m, device("h100-sxm", launch_us=0.0), 1, 4, 2).time
+    assert d == pytest.approx(2 * 10e-6 + MEDUSA_OPS * 2e-6, rel=1e-9)
+
+
+def test_the_measured_profile_has_the_one_element_op():
+    """The shipped CPU profile carries the one-element op its calibration read (its header's 5.4 us)."""
+    h = hardware_from_node(Node("traces/hardware/cpu-measured.yaml", "t", "hardware"), Path(__file__).resolve().parents[1])
+    assert h.op_s == pytest.approx(5.4e-6)
 
 
 @pytest.mark.parametrize("w", [Work(tokens=64, seqs=1, pairs=64 * 2048, kv_read=2048, lm_tokens=64),  # a tree

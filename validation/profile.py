@@ -52,6 +52,7 @@ launch_us: {m['layer_s'] / KERNELS_PER_LAYER * 1e6:.2f}
 step_overhead_us: {m['step_s'] * 1e6:.1f}
 seq_overhead_us: {m['seq_s'] * 1e6:.2f}
 alloc_op_us: {m['alloc_op_s'] * 1e6:.3f}
+op_us: {m['launch_s'] * 1e6:.2f}
 allreduce_latency_us: 0
 gemm_half_rows: {m['gemm_half_rows']:.2f}
 eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
