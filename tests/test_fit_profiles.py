@@ -59,3 +59,20 @@ def test_fit_confidence_reproduces_tau_within_its_tolerance():
     m = fit_confidence(tau, 6, 8, 60, vocab=512)
     assert 0.01 < m < 0.99
     assert abs(confidence_tau(m, 6, 8, 60, vocab=512) - tau) <= TAU_TOL
+
+
+def test_solve_takes_the_ends_values_the_caller_has():
+    """f_lo / f_hi given: the same answer, two calls fewer."""
+    plain, given = Counted(lambda x: x ** 3), Counted(lambda x: x ** 3)
+    a = solve(plain, 0.0, 2.0, 1.5, xtol=1e-9)
+    b = solve(given, 0.0, 2.0, 1.5, xtol=1e-9, f_lo=0.0, f_hi=8.0)
+    assert a == b and given.calls == plain.calls - 2
+
+
+def test_fit_confidence_reuses_the_callers_least_tau():
+    """confidence_fit measures tau at LEAST_TOP1 to choose its branch and hands it on: the fit is
+    the same as one that computes it again (a small tree library, to keep the test quick)."""
+    from validation.fit_profiles import LEAST_TOP1
+    least = confidence_tau(LEAST_TOP1, 6, 8, 60, vocab=512, size=64)
+    assert fit_confidence(4.0, 6, 8, 60, vocab=512, size=64) == \
+        fit_confidence(4.0, 6, 8, 60, at_least=least, vocab=512, size=64)

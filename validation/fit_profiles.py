@@ -16,13 +16,15 @@ from sim.dyntree import Confidence, TreeLibrary
 
 
 def solve(f, lo: float, hi: float, target: float, xtol: float = 1e-7, ftol: float = 0.0,
-           iters: int = 60) -> float:
+           iters: int = 60, f_lo: float | None = None, f_hi: float | None = None) -> float:
     """x in [lo, hi] with f(x) = target for increasing f: to within `xtol` of x, or where f is
     within `ftol` of the target, or after `iters` calls. The Illinois form of false position: it
     keeps the root bracketed as bisection does, but a smooth f takes a handful of calls where
     bisection took 20 (EAGLE-2's confidence fit grows 512 trees a call: 0.3-0.6 s on this CPU).
-    A target beyond f's range gives the nearer end."""
-    f_lo, f_hi = f(lo) - target, f(hi) - target
+    A target beyond f's range gives the nearer end. `f_lo`, `f_hi`: f at the ends, where the
+    caller has them (each is a call of f saved)."""
+    f_lo = (f(lo) if f_lo is None else f_lo) - target
+    f_hi = (f(hi) if f_hi is None else f_hi) - target
     if f_lo >= 0:
         return lo
     if f_hi <= 0:
@@ -66,8 +68,14 @@ def confidence_tau(top1_mean: float, depth: int, topk: int, tree_tokens: int, si
     return 1.0 + lib.expected(depth)
 
 
-def fit_confidence(tau: float, depth: int, topk: int, tree_tokens: int, **kw) -> float:
-    return solve(lambda m: confidence_tau(m, depth, topk, tree_tokens, **kw), 0.01, 0.99, tau, xtol=1e-3, ftol=TAU_TOL)
+LEAST_TOP1 = 0.01  # the least top-1 mean a confidence fit takes (and the most: 1 - LEAST_TOP1)
+
+
+def fit_confidence(tau: float, depth: int, topk: int, tree_tokens: int, at_least: float | None = None, **kw) -> float:
+    """The top-1 mean at which the confidence model gives `tau` tokens per step; `at_least`: its
+    tau at LEAST_TOP1, where the caller has it."""
+    return solve(lambda m: confidence_tau(m, depth, topk, tree_tokens, **kw), LEAST_TOP1, 1 - LEAST_TOP1, tau,
+                 xtol=1e-3, ftol=TAU_TOL, f_lo=at_least)
 
 
 SHARPNESS_RANGE = (0.25, 16.0)  # the sharpness a fit may take (sim.dyntree.Confidence.sharpness)
@@ -79,9 +87,10 @@ def fit_sharpness(tau: float, top1_mean: float, depth: int, topk: int, tree_toke
     solved on its log; None where tau lies beyond what the range's ends give."""
     lo, hi = (math.log(x) for x in SHARPNESS_RANGE)
     f = lambda x: confidence_tau(top1_mean, depth, topk, tree_tokens, sharpness=math.exp(x), **kw)  # noqa: E731
-    if not f(lo) <= tau <= f(hi):
+    f_lo, f_hi = f(lo), f(hi)
+    if not f_lo <= tau <= f_hi:
         return None
-    return math.exp(solve(f, lo, hi, tau, xtol=1e-3, ftol=TAU_TOL))
+    return math.exp(solve(f, lo, hi, tau, xtol=1e-3, ftol=TAU_TOL, f_lo=f_lo, f_hi=f_hi))
 
 
 def ranked_rows(top1: list[float], topk_mass: list[float], ranks: int) -> tuple[tuple[float, ...], ...]:

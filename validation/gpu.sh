@@ -10,9 +10,9 @@
 # On an H200 the stages took (2026-12-04, three machines): device 5-10 s, kernels-bench 13 s,
 # calibrate 39-47 s, steptime 49-56 s, kernel-tests 11 s; compare-family's two engine runs and
 # warm-up 118 s, then EAGLE-2's acceptance fits (over 100 s there before 0.34.0, which cut them
-# about 4x on this CPU: the stage was cut off at 200 s), so about 150 s; compare-random 243 s with 64-token outputs
-# (build, warm-up about 100 s, timed run 90 s), so about 140 s with the trace's 32. In all about
-# 440 s. One lease call may run 600 s: BUDGET_S 540 leaves room for the wheel's install and the
+# about 4x on this CPU: the stage was cut off at 200 s), so about 150 s; compare-random 243 s
+# with 64-token outputs (build, warm-up about 100 s, timed run 90 s), so about 140 s with the
+# trace's 32. In all about 440 s. One lease call may run 600 s: BUDGET_S 540 leaves room for the wheel's install and the
 # packing (give the call timeout_s 570).
 #
 # On the GPU the comparisons run the engine alone (compare --engine-only): price them afterwards,

@@ -97,14 +97,16 @@ def confidence_fit(scheme, tau: float, shape: dict | None) -> dict:
     where tau lies below what the least top-1 mean (0.01) gives, the sharpness is solved instead
     at the measured top-1 mean (its range's low end where even that falls short). Without a
     shape, the top-1 mean at the model's other defaults."""
-    from validation.fit_profiles import SHARPNESS_RANGE, confidence_tau, fit_confidence, fit_sharpness
+    from validation.fit_profiles import LEAST_TOP1, SHARPNESS_RANGE, confidence_tau, fit_confidence, fit_sharpness
     args = (scheme.max_depth, scheme.topk, scheme.tree_tokens)
     if not shape:
         return {"top1_mean": round(fit_confidence(tau, *args), 4)}
     kw = {"top1_concentration": shape["top1_concentration"], "shares": tuple(shape.get("shares", ())),
           "vocab": vocab_of(scheme)}
-    if tau >= confidence_tau(0.01, *args, sharpness=shape["sharpness"], **kw):
-        return {**shape, "top1_mean": round(fit_confidence(tau, *args, sharpness=shape["sharpness"], **kw), 4)}
+    least = confidence_tau(LEAST_TOP1, *args, sharpness=shape["sharpness"], **kw)
+    if tau >= least:
+        return {**shape, "top1_mean": round(fit_confidence(tau, *args, at_least=least, sharpness=shape["sharpness"],
+                                                           **kw), 4)}
     gamma = fit_sharpness(tau, shape["top1_mean"], *args, **kw)
     return {**shape, "sharpness": round(gamma if gamma is not None else SHARPNESS_RANGE[0], 4)}
 
