@@ -37,13 +37,14 @@ def build(trace: TraceSpec) -> tuple:
 def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, progress: bool = True,
               between: Callable[[], None] | None = None,
               reference: Callable[[], float] | None = None, built: tuple | None = None,
-              ) -> tuple[dict, dict[str, EngineResult]]:
+              scheme_major: bool = False) -> tuple[dict, dict[str, EngineResult]]:
     """Run every scheme (at every sweep concurrency, or open-loop) and write the report; returns
     (report, {run tag: EngineResult}). `between` runs before each scheme's run (validation's
     calibration probes, spread over the engine's minutes); `reference` after every step,
     outside the engine's clock, returning the seconds it timed (EngineResult.reference_speed: the
     host's speed during the run). `built`: what `build` returned for this trace (the same
-    schemes, in any order), else it is built here."""
+    schemes, in any order), else it is built here. `scheme_major`: each scheme runs its
+    concurrency levels back to back (sim.cli.run_levels)."""
     if built is None:
         built = build(trace)  # which checks the schemes first
     else:
@@ -65,7 +66,7 @@ def run_trace(trace: TraceSpec, out: Path | None, save_tokens: bool = False, pro
             writing(out, (out / "runs" / f"{tag}-tokens.jsonl").write_text, lines)
         return res.result
 
-    runs = run_levels(trace, levels, execute, out, progress, report_trace=ran)
+    runs = run_levels(trace, levels, execute, out, progress, report_trace=ran, scheme_major=scheme_major)
     report = rpt.build(ran, runs, producer="engine")
     report["engine"] = {**source.to_dict(), "weight_bytes": model.weight_bytes}
     if drafters is not None and drafters.draft is not None:  # what a `draft` scheme really ran

@@ -47,28 +47,34 @@ def run_trace(trace: TraceSpec, out: Path | None, sweep: bool | None = None, pro
 
 
 def run_levels(trace: TraceSpec, levels: list[int | None], execute, out: Path | None, progress: bool = True,
-               report_trace: TraceSpec | None = None) -> list[dict]:
+               report_trace: TraceSpec | None = None, scheme_major: bool = False) -> list[dict]:
     """The loop both executors share: every concurrency level (None = the trace's own arrivals) x
     every scheme, the same requests for each scheme. `execute(scheme, workload, tag, on_progress)`
-    returns a RunResult; each run's CSVs are written as soon as it ends. Returns the report's runs."""
-    runs = []
+    returns a RunResult; each run's CSVs are written as soon as it ends. Returns the report's runs,
+    level by level, each level's schemes in the trace's order. `scheme_major`: each scheme runs
+    all its levels back to back (validation's engine runs, so that a scheme's levels meet the
+    same host speed: validation/scaling.py); the report's order stays the same."""
+    order = [(c, s) for s in trace.speculation for c in levels] if scheme_major else \
+        [(c, s) for c in levels for s in trace.speculation]
+    workloads = {c: make_requests(trace.workload, trace.seed, c) for c in levels}
+    runs: dict[tuple, dict] = {}
     with progress_bar(progress) as bar:
-        for conc in levels:
-            workload = make_requests(trace.workload, trace.seed, conc)
-            for scheme in trace.speculation:
-                tag = rpt.run_tag(scheme.label, conc)
-                task = bar.add_task(f"{scheme.label} @ {conc if conc is not None else 'open'}", total=len(workload.requests))
-                try:
-                    res = execute(scheme, workload, tag, lambda done, total, task=task: bar.update(task, completed=done))
-                except RequestTooLarge as exc:
-                    raise SpecError(str(trace.path), "serving", f"{exc}; enlarge the pool (serving.kv_pages, "
-                                    "serving.memory_fraction) or shorten workload lengths") from None
-                entry = rpt.run_entry(report_trace or trace, scheme, conc, res)
-                runs.append(entry)
-                if out is not None:
-                    writing(out, rpt.write_run, out, entry, res)
-                del res
-                bar.remove_task(task)
+        for conc, scheme in order:
+            workload = workloads[conc]
+            tag = rpt.run_tag(scheme.label, conc)
+            task = bar.add_task(f"{scheme.label} @ {conc if conc is not None else 'open'}", total=len(workload.requests))
+            try:
+                res = execute(scheme, workload, tag, lambda done, total, task=task: bar.update(task, completed=done))
+            except RequestTooLarge as exc:
+                raise SpecError(str(trace.path), "serving", f"{exc}; enlarge the pool (serving.kv_pages, "
+                                "serving.memory_fraction) or shorten workload lengths") from None
+            entry = rpt.run_entry(report_trace or trace, scheme, conc, res)
+            runs[(conc, scheme.label)] = entry
+            if out is not None:
+                writing(out, rpt.write_run, out, entry, res)
+            del res
+            bar.remove_task(task)
+    runs = [runs[(c, s.label)] for c in levels for s in trace.speculation]
     rpt.fill_speedups(runs, trace.speculation[0].label)
     return runs
 

@@ -78,6 +78,13 @@
    the steps without a prefill chunk matched on scheme, batch size and tokens, drafting left out
    (validation/by_tokens.py): a ratio that falls with the tokens says a pass's fixed part and
    its growth per token are priced off in opposite directions.
+9. How the step grows with the batch: `batch_scaling` in comparison.json (printed under the
+   table), per scheme and concurrency above the trace's lowest, each engine run's median decode
+   step at that level over at the lowest, against the simulator's draws' (validation/scaling.py).
+   The ratio of two levels of one run leaves out the host's speed where the two ran at the same
+   speed: each run of the trace takes a scheme's levels back to back (`scheme_major`), its
+   schemes still rotated from run to run. A scaling error says the price's growth with the
+   batch is off; an error at the lowest level with none in the scaling says its level is.
 """
 from __future__ import annotations
 
@@ -94,6 +101,7 @@ from validation.by_tokens import ratio_by_tokens
 from validation.host_speed import engine_pairs, relative_speeds, timed_ticks, weighted_mean
 from validation.measure import add_counts, grouped_profile, histogram_distance, merge_counts, per_depth_rates
 from validation.pooling import figure_noise, group_percentiles, pool_runs, profile_spread, rotated, run_spread
+from validation.scaling import batch_scaling
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION_CYCLES = 2  # calibration probe cycles per engine run of the trace (--calibrate)
@@ -214,7 +222,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         engine_run(trace, out / "engine" / f"warmup{i + 1}", progress=progress, built=built)
     for i in range(repeats):
         report, by_tag = engine_run(rotated(trace, i, repeats), out / "engine" / (f"run{i + 1}" if repeats > 1 else ""),
-                                    progress=progress, between=ticks, built=built,
+                                    progress=progress, between=ticks, built=built, scheme_major=True,
                                     reference=settled_reference)  # after every step, off its clock
         for tag, res in by_tag.items():
             if res.reference_speed:
@@ -286,6 +294,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         comparison["probe_speed"] = weighted_mean(probe_speeds) / weighted_mean(engine_time) - 1
     # the step-time error by query tokens per pass (validation.by_tokens)
     comparison["step_time_by_tokens"] = ratio_by_tokens(results, sim_results)
+    # how the decode step grows with the batch, run by run (validation.scaling)
+    comparison["batch_scaling"] = batch_scaling(results, sim_results)
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
     plot_comparison(comparison, out / "comparison.png", trace.name)
     return comparison
@@ -361,6 +371,11 @@ def print_comparison(comparison: dict) -> None:
             cells = ", ".join(f"{lo}-{hi if hi is not None else ''} {r['ratio']:.3f}"
                               for r in rows for lo, hi in [r["tokens"]])
             console.print(f"concurrency {conc}: simulator over engine step time (drafting out) by query tokens a pass: {cells}")
+    for label, rows in comparison.get("batch_scaling", {}).items():
+        cells = "; ".join(f"{r['concurrency']} over {r['base']}: engine {r['engine']:.3f}"
+                          + (f" ±{100 * r['engine_se']:.1f}%" if r["engine_se"] is not None else "")
+                          + f", simulator {r['sim']:.3f} ({pct(r['error'])})" for r in rows)
+        console.print(f"{label}: decode step by batch, run by run: {cells}")
     if comparison.get("probe_speed") is not None:
         console.print(f"host speed during the calibration's probes over during the engine's runs: "
                       f"{pct(comparison['probe_speed'])} (`host speed` and the `@ mean speed` columns are against the probes')")
