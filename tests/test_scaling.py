@@ -12,9 +12,10 @@ from validation.scaling import batch_scaling, levels_of, usual_batch
 
 
 def run(rows):
-    """A RunResult stand-in from (duration, batch, prefill tokens) rows."""
-    d, b, p = (np.array(col, dtype=float) for col in zip(*rows))
-    cols = {"duration": d, "batch_size": b.astype(int), "prefill_tokens": p.astype(int)}
+    """A RunResult stand-in from (duration, batch, prefill tokens[, drafting time]) rows."""
+    rows = [r + (0.0,) * (4 - len(r)) for r in rows]
+    d, b, p, dr = (np.array(col, dtype=float) for col in zip(*rows))
+    cols = {"duration": d, "batch_size": b.astype(int), "prefill_tokens": p.astype(int), "draft_time": dr}
     return SimpleNamespace(steps=SimpleNamespace(columns=lambda: cols))
 
 
@@ -35,6 +36,17 @@ def test_ratios_are_paired_within_each_run_at_the_usual_batch():
     assert row["error"] == pytest.approx(1.4 / row["engine"] - 1)
     logs = [math.log(0.015 / 0.011), math.log(1.6)]
     assert row["engine_se"] == pytest.approx(abs(logs[0] - logs[1]) / math.sqrt(2) / math.sqrt(2))
+    assert "drafting" not in row  # plain decoding drafts nothing
+
+
+def test_drafting_has_its_own_ratio():
+    engine = [{"eagle-1": run([(0.020, 1, 0, 0.008)]), "eagle-4": run([(0.030, 4, 0, 0.012), (0.5, 4, 64, 0.2)])}]
+    sim = [{"eagle-1": run([(0.020, 1, 0, 0.010)]), "eagle-4": run([(0.032, 4, 0, 0.013)])}]
+    row = batch_scaling(engine, sim)["eagle"][0]
+    assert row["engine"] == pytest.approx(1.5) and row["sim"] == pytest.approx(1.6)
+    d = row["drafting"]
+    assert d["engine"] == pytest.approx(1.5) and d["sim"] == pytest.approx(1.3)
+    assert d["error"] == pytest.approx(1.3 / 1.5 - 1) and d["engine_se"] is None
 
 
 def test_open_loop_and_single_level_schemes_have_no_scaling():

@@ -374,7 +374,9 @@ def print_comparison(comparison: dict) -> None:
     for label, rows in comparison.get("batch_scaling", {}).items():
         cells = "; ".join(f"{r['concurrency']} over {r['base']}: engine {r['engine']:.3f}"
                           + (f" ±{100 * r['engine_se']:.1f}%" if r["engine_se"] is not None else "")
-                          + f", simulator {r['sim']:.3f} ({pct(r['error'])})" for r in rows)
+                          + f", simulator {r['sim']:.3f} ({pct(r['error'])})"
+                          + (f"; drafting engine {r['drafting']['engine']:.3f}, simulator {r['drafting']['sim']:.3f}"
+                             f" ({pct(r['drafting']['error'])})" if "drafting" in r else "") for r in rows)
         console.print(f"{label}: decode step by batch, run by run: {cells}")
     if comparison.get("probe_speed") is not None:
         console.print(f"host speed during the calibration's probes over during the engine's runs: "

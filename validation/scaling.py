@@ -24,11 +24,11 @@ from collections import Counter
 from sim.report import run_tag
 
 
-def decode_steps(res) -> tuple[list[int], list[float]]:
-    """(batch sizes, durations) of a run's steps without a prefill chunk."""
+def decode_steps(res, column: str = "duration") -> tuple[list[int], list[float]]:
+    """(batch sizes, `column`: durations or drafting times) of a run's steps without a prefill chunk."""
     c = res.steps.columns()
     keep = c["prefill_tokens"] == 0
-    return c["batch_size"][keep].tolist(), c["duration"][keep].tolist()
+    return c["batch_size"][keep].tolist(), c[column][keep].tolist()
 
 
 def levels_of(runs: list[dict]) -> dict[str, list[int]]:
@@ -48,20 +48,22 @@ def usual_batch(runs: list[dict], tag: str) -> int | None:
     return min(counts, key=lambda b: (-counts[b], b)) if counts else None
 
 
-def median_step(res, batch: int) -> float | None:
-    """The median duration of a run's decode steps at `batch` sequences (None: it took none)."""
-    sizes, durations = decode_steps(res)
-    times = [d for b, d in zip(sizes, durations) if b == batch]
+def median_step(res, batch: int, column: str = "duration") -> float | None:
+    """The median duration (or `column`) of a run's decode steps at `batch` sequences (None: it took none)."""
+    sizes, values = decode_steps(res, column)
+    times = [d for b, d in zip(sizes, values) if b == batch]
     return statistics.median(times) if times else None
 
 
-def ratios(runs: list[dict], tag: str, base_tag: str, batch: int, base_batch: int) -> list[float]:
-    """Per run holding both tags, its median decode step of `tag` at `batch` over that of
-    `base_tag` at `base_batch`."""
+def ratios(runs: list[dict], tag: str, base_tag: str, batch: int, base_batch: int,
+           column: str = "duration") -> list[float]:
+    """Per run holding both tags, its median decode step (`column`: its duration, or its drafting
+    time) of `tag` at `batch` over that of `base_tag` at `base_batch` (runs without any left out)."""
     out = []
     for by_tag in runs:
         if tag in by_tag and base_tag in by_tag:
-            top, bottom = median_step(by_tag[tag], batch), median_step(by_tag[base_tag], base_batch)
+            top = median_step(by_tag[tag], batch, column)
+            bottom = median_step(by_tag[base_tag], base_batch, column)
             if top is not None and bottom:
                 out.append(top / bottom)
     return out
@@ -79,8 +81,9 @@ def batch_scaling(engine: list[dict], sim: list[dict]) -> dict[str, list[dict]]:
     """Per label with two concurrency levels or more, per level above its lowest: the engine's
     runs' ratios (`engine_runs`) of the median decode step at the level over at the lowest, their
     median (`engine`) and the relative standard error of their log mean (`engine_se`), the
-    simulator's draws' median ratio (`sim`) at the same batch sizes, and `error` = sim / engine - 1.
-    `engine`, `sim`: per run (draw) a {run tag: RunResult}."""
+    simulator's draws' median ratio (`sim`) at the same batch sizes, and `error` = sim / engine - 1;
+    for a scheme that drafts, the same of its drafting time alone (`drafting`: engine, sim,
+    error). `engine`, `sim`: per run (draw) a {run tag: RunResult}."""
     out: dict[str, list[dict]] = {}
     for label, levels in levels_of(engine).items():
         base = levels[0]
@@ -96,8 +99,13 @@ def batch_scaling(engine: list[dict], sim: list[dict]) -> dict[str, list[dict]]:
             if not e or not s:
                 continue
             em, sm = statistics.median(e), statistics.median(s)
-            rows.append({"concurrency": conc, "base": base, "batch": batch, "base_batch": base_batch,
-                         "engine": em, "engine_runs": e, "engine_se": log_se(e), "sim": sm, "error": sm / em - 1})
+            row = {"concurrency": conc, "base": base, "batch": batch, "base_batch": base_batch,
+                   "engine": em, "engine_runs": e, "engine_se": log_se(e), "sim": sm, "error": sm / em - 1}
+            de, ds = (ratios(runs, tag, base_tag, batch, base_batch, "draft_time") for runs in (engine, sim))
+            if de and ds:
+                dem, dsm = statistics.median(de), statistics.median(ds)
+                row["drafting"] = {"engine": dem, "engine_se": log_se(de), "sim": dsm, "error": dsm / dem - 1}
+            rows.append(row)
         if rows:
             out[label] = rows
     return out
