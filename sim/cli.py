@@ -57,7 +57,7 @@ def run_levels(trace: TraceSpec, levels: list[int | None], execute, out: Path | 
     order = [(c, s) for s in trace.speculation for c in levels] if scheme_major else \
         [(c, s) for c in levels for s in trace.speculation]
     workloads = {c: make_requests(trace.workload, trace.seed, c) for c in levels}
-    runs: dict[tuple, dict] = {}
+    entries: dict[tuple, dict] = {}  # (level, label) -> the run's report entry
     with progress_bar(progress) as bar:
         for conc, scheme in order:
             workload = workloads[conc]
@@ -69,12 +69,12 @@ def run_levels(trace: TraceSpec, levels: list[int | None], execute, out: Path | 
                 raise SpecError(str(trace.path), "serving", f"{exc}; enlarge the pool (serving.kv_pages, "
                                 "serving.memory_fraction) or shorten workload lengths") from None
             entry = rpt.run_entry(report_trace or trace, scheme, conc, res)
-            runs[(conc, scheme.label)] = entry
+            entries[(conc, scheme.label)] = entry
             if out is not None:
                 writing(out, rpt.write_run, out, entry, res)
             del res
             bar.remove_task(task)
-    runs = [runs[(c, s.label)] for c in levels for s in trace.speculation]
+    runs = [entries[(c, s.label)] for c in levels for s in trace.speculation]
     rpt.fill_speedups(runs, trace.speculation[0].label)
     return runs
 

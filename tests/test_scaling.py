@@ -2,6 +2,7 @@
 that pairs it (sim.cli.run_levels' scheme_major)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -64,13 +65,12 @@ def test_a_level_the_simulator_never_reached_is_left_out():
 
 
 @pytest.mark.parametrize("scheme_major", [False, True])
-def test_run_levels_order(tmp_path, scheme_major):
+def test_run_levels_order(scheme_major):
     """scheme_major runs each scheme's levels back to back; the report lists level by level either way."""
     from sim.cli import run_levels
     from sim.simulator import simulate
     from sim.spec import load_trace
     trace = load_trace("traces/engine-tiny.yaml")
-    import dataclasses
     trace = dataclasses.replace(trace, workload=dataclasses.replace(trace.workload, requests=2))
     ran = []
 
