@@ -46,17 +46,20 @@ def add(*costs: Cost) -> Cost:
                 memory_time=sum(c.memory_time for c in costs))
 
 
-def drafter_host_time(hw: HardwareSpec, n: int, rows, tree_levels: bool = False) -> float:
+def drafter_host_time(hw: HardwareSpec, n: int, rows, tree_levels: bool = False, catch_up: bool = False) -> float:
     """Host time of drafter passes over n sequences, `rows` the query rows of each pass: per pass
     (pass_overhead_s), per sequence of the first pass (draft_seq_s) and of each later one
-    (draft_pass_seq_s), and where the later passes are tree levels (EAGLE's), per row of one
-    beyond one per sequence (draft_node_s: the further nodes the sequences expand; a chain has
-    none, and a draft model's or MTP module's extra rows are catch-up entries, not nodes)."""
+    (draft_pass_seq_s; draft_seq_s where every pass catches up as a first pass does, `catch_up`:
+    MTP's modules, each with its own committed entries and features), and where the later passes
+    are tree levels (EAGLE's), per row of one beyond one per sequence (draft_node_s: the further
+    nodes the sequences expand; a chain has none, and a draft model's or MTP module's extra rows
+    are catch-up entries, not nodes)."""
     if not rows:
         return 0.0
     later = rows[1:]
     extra = sum(max(0, r - n) for r in later) if tree_levels else 0
-    return len(rows) * hw.pass_overhead_s + n * (hw.draft_seq_s + len(later) * hw.draft_pass_seq_s) + extra * hw.draft_node_s
+    per_later = hw.draft_seq_s if catch_up else hw.draft_pass_seq_s
+    return len(rows) * hw.pass_overhead_s + n * (hw.draft_seq_s + len(later) * per_later) + extra * hw.draft_node_s
 
 
 def pass_rows(p) -> tuple[int, int]:
@@ -75,11 +78,14 @@ class PassPricer:
 
     MAX_COMPILED = 4096  # distinct (n, passes) kept; catch-up passes after admissions vary widely
 
-    def __init__(self, spec: ModelSpec, hw: HardwareSpec, tp: int, fuse_input: bool = False, tree_levels: bool = False):
+    def __init__(self, spec: ModelSpec, hw: HardwareSpec, tp: int, fuse_input: bool = False, tree_levels: bool = False,
+                 catch_up: bool = False):
         """fuse_input: an EAGLE/MTP drafter first projects [hidden; embedding] (2h) down to h;
-        tree_levels: the later passes are tree levels (drafter_host_time)."""
+        tree_levels: the later passes are tree levels; catch_up: every pass catches up as a first
+        pass does (drafter_host_time)."""
         self.fwd = ForwardCost(spec, hw, tp)
         self.spec, self.hw, self.tp, self.fuse, self.levels = spec, hw, tp, fuse_input, tree_levels
+        self.catch_up = catch_up
         self._compiled: dict[tuple, tuple] = {}
 
     def _compile(self, n: int, passes: tuple[tuple[int, int], ...]) -> tuple:
@@ -90,7 +96,7 @@ class PassPricer:
         fwd = self.fwd
         t = f = b = c = m = 0.0
         lines, kv_bytes = [], []  # kv_bytes: each pass's gathered bytes at Σctx = x, k0 + k1·x (a measured kv_sizes curve)
-        t += drafter_host_time(self.hw, n, [tok for tok, _ in passes], self.levels)
+        t += drafter_host_time(self.hw, n, [tok for tok, _ in passes], self.levels, self.catch_up)
         for j, (tok, lm) in enumerate(passes):
             w0 = fwd(Work(tok, n, 0, 0, lm))  # attention with no context: isolates the linear part
             w1 = fwd(Work(tok, n, max(1, tok // max(n, 1)), 1, lm))  # one more key per sequence's query
@@ -123,7 +129,7 @@ class PassPricer:
             if self.fuse:
                 h = self.spec.hidden
                 costs.append(linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp))
-        host = drafter_host_time(self.hw, n, [pass_rows(p)[0] for p in passes], self.levels)
+        host = drafter_host_time(self.hw, n, [pass_rows(p)[0] for p in passes], self.levels, self.catch_up)
         return add(*costs, Cost(time=host, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0))
 
     def __call__(self, n: int, ctx_sum: int, passes) -> Cost:

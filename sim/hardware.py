@@ -96,7 +96,8 @@ class HardwareSpec:
     mixed_query_s: float = 0.0
     # host time per sequence of a step's first drafter pass (building its rows from the committed
     # tokens and features, reading back its drafts) and of each later pass (a tree level or chain
-    # depth: the new rows only); a profile without draft_pass_seq_us charges draft_seq_us every pass
+    # depth: the new rows only); a profile without draft_pass_seq_us charges draft_seq_us every pass,
+    # and so does an MTP chain, whose modules each catch up their own entries (sim/schemes/mtp.py)
     draft_seq_s: float = 0.0
     draft_pass_seq_s: float = 0.0
     # host time per row of a later drafter pass beyond one per sequence (the further nodes of a

@@ -428,6 +428,28 @@ def test_drafter_host_time_per_sequence_per_pass(tmp_path):
     assert round_trip(split, tmp_path).draft_pass_seq_s == pytest.approx(30e-6)
 
 
+def test_mtp_modules_pay_a_first_pass_per_sequence_eagle_chains_do_not(tmp_path):
+    """Each MTP module catches up its own entries (engine/drafting/mtp.py), so every pass of an
+    MTP chain pays draft_seq_us a sequence; an EAGLE chain's passes after its root pay
+    draft_pass_seq_us. Priced through each scheme's own drafter, on profiles that differ in
+    draft_pass_seq_us alone and then in draft_seq_us alone."""
+    from sim.trees import chain
+    from tests.helpers import make_trace
+    speculation = [{"scheme": "mtp", "depth": 3, "acceptance": {"per_depth": [0.5, 0.5, 0.5]}},
+                   {"scheme": "eagle", "depth": 3, "acceptance": {"per_depth": [0.5, 0.5, 0.5]}}]
+
+    def price(label, **hw):
+        trace = make_trace(tmp_path, model="llama-3.2-1b", speculation=speculation,
+                           hardware={"preset": "cpu", "draft_seq_us": 100.0, "draft_pass_seq_us": 30.0} | hw)
+        scheme = next(s for s in trace.speculation if s.name == label)
+        return scheme.drafter(trace)(4, 2000, 3, chain(3), 8, 0).time  # 4 sequences, a 3-deep chain: 3 passes
+
+    for label, later in (("mtp", 0.0), ("eagle", 2 * 4 * 50e-6)):  # 2 later passes x 4 sequences
+        assert price(label, draft_pass_seq_us=80.0) - price(label) == pytest.approx(later, abs=1e-12), label
+    assert price("mtp", draft_seq_us=150.0) - price("mtp") == pytest.approx(3 * 4 * 50e-6, rel=1e-9)
+    assert price("eagle", draft_seq_us=150.0) - price("eagle") == pytest.approx(4 * 50e-6, rel=1e-9)
+
+
 def test_drafter_node_time_per_further_row_of_a_tree_level(tmp_path):
     """draft_node_us is charged per row of a later pass beyond one per sequence, where the later
     passes are tree levels (EAGLE's), compiled and direct pricing alike; never for a chain, the

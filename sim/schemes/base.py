@@ -102,6 +102,7 @@ class ModelDraftScheme(SpecScheme):
     """A scheme whose drafter is a network run in sequential passes (draft model, MTP, EAGLE)."""
 
     tree_levels = False  # its later passes are tree levels: rows beyond one per sequence are further nodes
+    catch_up = False  # every pass catches up as a first pass does (sim.drafters.drafter_host_time)
 
     def passes(self, n: int, depth: int, tree: tuple[int, ...], fresh: int, first: int) -> list:
         """The drafter's passes in one step: query rows, or (query rows, LM-head rows), per pass,
@@ -119,7 +120,8 @@ class ModelDraftScheme(SpecScheme):
 
     def drafter(self, trace):
         spec, fuse = self.drafter_spec()
-        price = PassPricer(spec, trace.hardware.drafter(), trace.tp, fuse_input=fuse, tree_levels=self.tree_levels)
+        price = PassPricer(spec, trace.hardware.drafter(), trace.tp, fuse_input=fuse, tree_levels=self.tree_levels,
+                           catch_up=self.catch_up)
         passes = self.passes
         return lambda n, ctx, depth, tree, fresh, first: price(n, ctx, passes(n, depth, tree, fresh, first))
 

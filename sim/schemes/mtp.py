@@ -16,6 +16,12 @@ from sim.specio import Node
 class MTP(ModelDraftScheme):
     name = "mtp"
     module: ModelSpec | None = None
+    # each module catches up its own committed entries and keeps its own features
+    # (engine/drafting/mtp.py): on the host every pass is a first pass, draft_seq_s a sequence.
+    # With draft_pass_seq_s for the later ones (EAGLE's measure, one head over its drafted nodes)
+    # module 2's pass read 362 us a sequence added from 1 to 16, 301 us priced
+    # (validation/results/cpu-epyc-zen3/0.36.0/chain_passes.txt)
+    catch_up = True
 
     @classmethod
     def from_node(cls, node: Node, model: ModelSpec, base_dir: Path) -> "MTP":
