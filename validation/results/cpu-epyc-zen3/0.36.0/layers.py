@@ -2,14 +2,14 @@
 vocabulary) against their price, by batch and draft shape (2026-12-04, 0.36.0). From the repository
 root with the project's environment, alone:
 
-  python validation/results/cpu-epyc-zen3/0.36.0/layers.py SECONDS [PROFILE]
+  python validation/results/cpu-epyc-zen3/0.36.0/layers.py SECONDS [PROFILE] [wide]
 
 Bare forwards of random 1- and 6-layer models over the step-time grid's batches
 (validation.steptime.point_call, context 128): decodes, 2- and 5-node chains and a 16-node EAGLE
 tree at 1 and 4 sequences, all their calls interleaved one by one (validation.timing.
 interleaved_times, 5 calls a round) for SECONDS. Per layer (6 layers less 1, over 5): the median
 over rounds against the simulator's price on PROFILE (default: 0.35.0's family comparison's
-measured profile), and the residual.
+measured profile), and the residual. `wide`: decodes and 5-node chains at 16 sequences too.
 """
 import sys, time, statistics as st
 from dataclasses import replace
@@ -27,11 +27,14 @@ from sim.specio import Node
 import sim.trees as T
 DEEP = 6
 CTX = 128
-prof = Path(sys.argv[2] if len(sys.argv) > 2 else str(Path(__file__).resolve().parents[1] / "0.35.0" / "compare-family-schemes" / "measured-hardware.yaml"))
+args = [a for a in sys.argv[2:] if a != "wide"]
+prof = Path(args[0] if args else str(Path(__file__).resolve().parents[1] / "0.35.0" / "compare-family-schemes" / "measured-hardware.yaml"))
 hw0 = hardware_from_node(Node(yaml.safe_load(prof.read_text()), None, "hardware"), prof.parent)
 hw = hw0.for_weights(replace(EW_SPEC, layers=DEEP, vocab=4096).weight_bytes)
 configs = [("decode", 1, ()), ("decode", 4, ()), ("chain2", 1, T.chain(2)), ("chain2", 4, T.chain(2)),
            ("chain5", 4, T.chain(5)), ("tree16", 1, eagle_tree(16)), ("tree16", 4, eagle_tree(16))]
+if "wide" in sys.argv[2:]:
+    configs += [("decode", 16, ()), ("chain5", 16, T.chain(5))]
 models = {L: Model.random(replace(EW_SPEC, layers=L, vocab=4096), seed=0, device="cpu", check_values=True, dtype=torch.float32)
           for L in (1, DEEP)}
 fns, price = {}, {}
