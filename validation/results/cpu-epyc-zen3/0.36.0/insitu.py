@@ -2,7 +2,7 @@
 (2026-12-04, 0.36.0). Run from the repository root with the project's environment, alone (2 cores):
 
   python validation/results/cpu-epyc-zen3/0.36.0/insitu.py SECONDS
-  python validation/results/cpu-epyc-zen3/0.36.0/insitu.py share SECONDS [LABEL]
+  python validation/results/cpu-epyc-zen3/0.36.0/insitu.py share SECONDS [LABEL [HIGH]]
 
 The first form:
 
@@ -17,9 +17,10 @@ Cycle after cycle, in one process, so that every reading of a cycle sees the sam
   after N ms of host work (GAPS_MS).
 Per cycle each reading's ratio to in situ; medians and quartiles over the cycles.
 
-`share`: `none` (or LABEL) in the same pairs of runs, each run's median decode step at its full
-batch less drafting, and the target's decode forward within it; per cycle the ratios at 4 over
-at 1, and each part's growth per added sequence in units of the step at 1.
+`share`: `none` (or LABEL) in the same pairs of runs (at 1 and HIGH, default 4, HIGH requests),
+each run's median decode step at its full batch less drafting, and the target's forward within
+it (its passes under 128 tokens, no prompt's prefill); per cycle the ratios at HIGH over at 1,
+and each part's growth per added sequence in units of the step at 1.
 """
 from __future__ import annotations
 
@@ -143,23 +144,23 @@ def main(seconds: float) -> None:
 
 
 
-def share(seconds: float, label: str) -> None:
+def share(seconds: float, label: str, hi: int = 4) -> None:
     import engine.model as em
-    trace, model, drafters, prompts = hr.family([label])
+    trace, model, drafters, prompts = hr.family([label], requests=hi)
     forwards: list[tuple[int, float]] = []  # (sequences, seconds) of the target's decode forwards
     inner = em.Model.forward
 
     def timed(self, step, cache, inputs=None):
         t0 = time.perf_counter()
         out = inner(self, step, cache, inputs)
-        if self is model and step.num_tokens < 64:
+        if self is model and step.num_tokens < 128:  # not a 128-token prompt's prefill
             forwards.append((int(step.kv_lens.numel()), time.perf_counter() - t0))
         return out
 
     em.Model.forward = timed
     def once() -> dict:
         out = {}
-        for c in (1, 4):
+        for c in (1, hi):
             forwards.clear()
             steps, drafting = hr.run_at(trace, trace.speculation[0], c, model, drafters, prompts)
             out[c] = (st.median(s - d for s, d in zip(steps, drafting)), st.median(t for n, t in forwards if n == c))
@@ -170,17 +171,17 @@ def share(seconds: float, label: str) -> None:
     def r(f):
         return st.median(f(c) for c in runs)
     print(f"{len(runs)} cycles; b1 step-drafting {r(lambda c: c[1][0]) * 1e3:.2f} ms, target forward "
-          f"{r(lambda c: c[1][1]) * 1e3:.2f}; b4 {r(lambda c: c[4][0]) * 1e3:.2f}, {r(lambda c: c[4][1]) * 1e3:.2f}")
-    print(f"ratios b4/b1: step-drafting {r(lambda c: c[4][0] / c[1][0]):.3f} forward {r(lambda c: c[4][1] / c[1][1]):.3f} "
-          f"non-forward {r(lambda c: (c[4][0] - c[4][1]) / (c[1][0] - c[1][1])):.3f}")
-    print(f"per added seq in b1 units: forward {r(lambda c: (c[4][1] - c[1][1]) / 3 / c[1][0]):.3f} "
-          f"non-forward {r(lambda c: ((c[4][0] - c[4][1]) - (c[1][0] - c[1][1])) / 3 / c[1][0]):.3f}")
+          f"{r(lambda c: c[1][1]) * 1e3:.2f}; at {hi} {r(lambda c: c[hi][0]) * 1e3:.2f}, {r(lambda c: c[hi][1]) * 1e3:.2f}")
+    print(f"ratios at {hi} over at 1: step-drafting {r(lambda c: c[hi][0] / c[1][0]):.3f} forward {r(lambda c: c[hi][1] / c[1][1]):.3f} "
+          f"non-forward {r(lambda c: (c[hi][0] - c[hi][1]) / (c[1][0] - c[1][1])):.3f}")
+    print(f"per added seq in units of the step at 1: forward {r(lambda c: (c[hi][1] - c[1][1]) / (hi - 1) / c[1][0]):.3f} "
+          f"non-forward {r(lambda c: ((c[hi][0] - c[hi][1]) - (c[1][0] - c[1][1])) / (hi - 1) / c[1][0]):.3f}")
 
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
     sys.path.insert(0, str(ROOT))
     if sys.argv[1] == "share":
-        share(float(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "none")
+        share(float(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "none", int(sys.argv[4]) if len(sys.argv) > 4 else 4)
     else:
         main(float(sys.argv[1]))
