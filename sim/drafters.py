@@ -62,16 +62,26 @@ def drafter_host_time(hw: HardwareSpec, n: int, rows, tree_levels: bool = False,
     return len(rows) * hw.pass_overhead_s + n * (hw.draft_seq_s + len(later) * per_later) + extra * hw.draft_node_s
 
 
-def pass_rows(p) -> tuple[int, int]:
-    """A drafter pass as (query rows, LM-head rows): an int is a pass whose every row gets logits."""
-    return (p, p) if isinstance(p, int) else (int(p[0]), int(p[1]))
+def pass_rows(p, n: int) -> tuple[int, int, int]:
+    """A drafter pass over n sequences as (query rows, LM-head rows, sequences with several query
+    rows): an int is a pass whose every row gets logits, and where a pass does not say how many
+    sequences have several rows, all n have when it has more rows than sequences (uniform rows)."""
+    rows = (p, p) if isinstance(p, int) else tuple(int(x) for x in p)
+    tok, lm = rows[0], rows[1]
+    return tok, lm, rows[2] if len(rows) > 2 else (n if tok > n else 0)
 
 
 class PassPricer:
     """Prices sequential drafter passes for n sequences: pass j runs `passes[j]` rows (an int, or
     (query rows, LM-head rows) when only some rows need logits, e.g. the committed tokens a
-    drafter catches up on) with drafter context Σctx + (j+1)·n (each pass appends one position
-    per sequence).
+    drafter catches up on, or (query rows, LM-head rows, sequences with several rows), see
+    pass_rows) with drafter context Σctx + (j+1)·n (each pass appends one position per sequence).
+
+    A catch-up pass (the first, or every one where `catch_up`) takes the target's attention
+    paths as its rows fall (ForwardCost: Work.mixed, multi_tokens, multi_kv): a sequence catching
+    up on several entries attends in the fused call, and where others have one entry they attend
+    in a call of their own (the engine's drafters run kernels/attention.py as the target does).
+    Tree levels do not: what their further nodes cost is draft_node_s's measure.
 
     For a given (n, passes) everything but attention is fixed and attention is linear in Σctx on
     each roof, so a compiled form evaluates a step with a few multiply-adds per pass."""
@@ -88,21 +98,35 @@ class PassPricer:
         self.catch_up = catch_up
         self._compiled: dict[tuple, tuple] = {}
 
-    def _compile(self, n: int, passes: tuple[tuple[int, int], ...]) -> tuple:
+    def paths(self, j: int, n: int, tok: int, several: int, ctx_sum) -> dict:
+        """Pass j's Work.mixed, multi_tokens and multi_kv at Σctx = ctx_sum: a catch-up pass's
+        `several` sequences with several rows attend to their context (the mean), the j
+        positions earlier passes appended and their rows; the others have one row each."""
+        if not several or (j and not self.catch_up):
+            return {"mixed": 0, "multi_tokens": 0, "multi_kv": 0}
+        rows = tok - (n - several)
+        return {"mixed": int(several < n), "multi_tokens": rows, "multi_kv": several * (ctx_sum / n + j) + rows}
+
+    def _compile(self, n: int, passes: tuple[tuple[int, int, int], ...]) -> tuple:
         """(fixed Cost of all passes, [(c0, c1, m0, m1, f0, f1, b0, b1) per pass], [(k0, k1) per pass]
-        or []) such that pass j's attention at Σctx = x costs max(c0 + c1·x, m0 + m1·x) seconds
+        or [], s1) such that pass j's attention at Σctx = x costs max(c0 + c1·x, m0 + m1·x) seconds
         (their sum: attn_dense), f0 + f1·x FLOPs, b0 + b1·x bytes; with a measured kv_sizes curve
-        its memory roof adds the gather of k0 + k1·x bytes at that size's rate (not linear in x)."""
+        its memory roof adds the gather of k0 + k1·x bytes at that size's rate (not linear in x);
+        and the fused attention's keys beside the roofs add s1·x seconds (paths)."""
         fwd = self.fwd
-        t = f = b = c = m = 0.0
+        t = f = b = c = m = s1 = 0.0
         lines, kv_bytes = [], []  # kv_bytes: each pass's gathered bytes at Σctx = x, k0 + k1·x (a measured kv_sizes curve)
-        t += drafter_host_time(self.hw, n, [tok for tok, _ in passes], self.levels, self.catch_up)
-        for j, (tok, lm) in enumerate(passes):
+        t += drafter_host_time(self.hw, n, [tok for tok, _, _ in passes], self.levels, self.catch_up)
+        layers = fwd.n_layers
+        for j, (tok, lm, several) in enumerate(passes):
             w0 = fwd(Work(tok, n, 0, 0, lm))  # attention with no context: isolates the linear part
             w1 = fwd(Work(tok, n, max(1, tok // max(n, 1)), 1, lm))  # one more key per sequence's query
             base = fwd._token_part(tok, lm)
             t, f, b, c, m = t + base[0], f + base[1], b + base[2], c + base[3], m + base[4]
-            t += fwd.query_host(tok, n)  # several query tokens per sequence (a tree level)
+            at0 = self.paths(j, n, tok, several, 0)  # the fused keys: at0 at Σctx = 0, growing by several / n
+            t += fwd.query_host(tok, n, at0["mixed"])  # several query tokens per sequence (a tree level, a catch-up)
+            t += layers * (fwd.fused_query * at0["multi_tokens"] + fwd.fused_key * at0["multi_kv"])
+            s1 += layers * fwd.fused_key * (several / n if at0["multi_tokens"] else 0.0)
             if self.fuse:
                 h = self.spec.hidden
                 fused = linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp)
@@ -117,19 +141,20 @@ class PassPricer:
                 m0, dm = fwd.attn_act_per_tok * tok / fwd.bw, 0.0
                 kv_bytes.append((fwd.kv_tok * (kv0 + tok), fwd.kv_tok))
             lines.append((c0, dc, m0, dm, f0, df, b0, db))
-        return Cost(t, f, b, c, m), lines, kv_bytes
+        return Cost(t, f, b, c, m), lines, kv_bytes, s1
 
     def direct(self, n: int, ctx_sum: int, passes) -> Cost:
         """The same price, pass by pass through the cost model (the definition; tests compare)."""
         costs = []
-        for j, p in enumerate(passes):
-            tok, lm = pass_rows(p)
+        rows = [pass_rows(p, n) for p in passes]
+        for j, (tok, lm, several) in enumerate(rows):
             kv = ctx_sum + (j + 1) * n
-            costs.append(self.fwd(Work(tok, n, kv * max(1, tok // max(n, 1)), kv, lm)))
+            costs.append(self.fwd(Work(tok, n, kv * max(1, tok // max(n, 1)), kv, lm,
+                                       **self.paths(j, n, tok, several, ctx_sum))))
             if self.fuse:
                 h = self.spec.hidden
                 costs.append(linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp))
-        host = drafter_host_time(self.hw, n, [pass_rows(p)[0] for p in passes], self.levels, self.catch_up)
+        host = drafter_host_time(self.hw, n, [tok for tok, _, _ in rows], self.levels, self.catch_up)
         return add(*costs, Cost(time=host, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0))
 
     def __call__(self, n: int, ctx_sum: int, passes) -> Cost:
@@ -138,10 +163,11 @@ class PassPricer:
         if comp is None:
             if len(self._compiled) >= self.MAX_COMPILED:
                 self._compiled.clear()
-            comp = self._compiled[key] = self._compile(n, tuple(pass_rows(p) for p in key[1]))
-        fixed, lines, kv_bytes = comp
+            comp = self._compiled[key] = self._compile(n, tuple(pass_rows(p, n) for p in key[1]))
+        fixed, lines, kv_bytes, s1 = comp
         t, f, b, c, m = fixed
         x = ctx_sum
+        t += s1 * x
         attention = self.fwd.attention
         for j, (c0, c1, m0, m1, f0, f1, b0, b1) in enumerate(lines):
             ca, ma = c0 + c1 * x, m0 + m1 * x

@@ -59,7 +59,7 @@ class Speculator:
         self.policy = scheme.policy if scheme.policy != "goodput" else \
             Goodput(scheme.max_depth, self.expected_accepted, self.predict_step)
         self.depth = 0  # the depth chosen for the current step
-        self.fresh = self.first = 0  # the drafter's catch-up in the current step (see catch_up)
+        self.fresh = self.first = self.several = 0  # the drafter's catch-up in the current step (see catch_up)
         self.tried = 0  # sequences the current step offered a draft (prompt lookup looks up each)
         self.prices_tries = scheme.prices_tries
 
@@ -126,7 +126,7 @@ class Speculator:
         ctx = sum(s.computed for s in seqs) / len(seqs)
         d = self.depth = self.policy.choose(len(seqs), ctx)
         if d == 0:
-            self.fresh = self.first = self.tried = 0
+            self.fresh = self.first = self.several = self.tried = 0
             return [None] * len(seqs)
         tree = self.tree
         if self.mixed:
@@ -148,7 +148,7 @@ class Speculator:
                 plans = self._matched(plans)
         if self.prices_tries:
             self.tried = sum(1 for s in seqs if s.output - s.generated > 1)
-        self.fresh, self.first = catch_up(s for s, p in zip(seqs, plans) if p is not None)
+        self.fresh, self.first, self.several = catch_up(s for s, p in zip(seqs, plans) if p is not None)
         return plans
 
     def plan_full(self, seqs, depth: int) -> list[CompiledTree | None]:
@@ -172,7 +172,7 @@ class Speculator:
             if self.match < 1:
                 plans = self._matched(plans)
         self.tried = n
-        self.fresh, self.first = catch_up(s for s, p in zip(seqs, plans) if p is not None)
+        self.fresh, self.first, self.several = catch_up(s for s, p in zip(seqs, plans) if p is not None)
         return plans
 
     # ---- cost -------------------------------------------------------------------------------
@@ -194,7 +194,7 @@ class Speculator:
         if not n:
             return ZERO_COST
         d = self.depth
-        return self.draft(n, ctx, d, () if self.library else self.scheme.tree(d), self.fresh, self.first)
+        return self.draft(n, ctx, d, () if self.library else self.scheme.tree(d), self.fresh, self.first, self.several)
 
     def predict_step(self, batch: int, context: float, depth: int) -> float:
         """Predicted time of a step of `batch` decoding sequences at a mean context, drafting at
@@ -217,10 +217,11 @@ class Speculator:
         calls = drafting if self.library else 1
         trees = calls if self.library or not T.is_chain(shape) else 0
         t += verify_host(hw, calls + (drafting < batch), trees, trees * nodes, drafting * nodes)
-        # in steady decoding a drafter catches up on the last step's accepted drafts + 1
+        # in steady decoding a drafter catches up on the last step's accepted drafts + 1: as many
+        # sequences with several entries as the accepted drafts allow
         fresh = round(drafting * (1 + self.expected_accepted(depth) / self.match))
         priced = batch if self.prices_tries else drafting
-        return t + self.draft(priced, priced * ctx, depth, shape, fresh, 0).time
+        return t + self.draft(priced, priced * ctx, depth, shape, fresh, 0, min(drafting, fresh - drafting)).time
 
     # ---- acceptance (simulator) -------------------------------------------------------------
     def accept(self, batch) -> list[list[int]]:
@@ -228,17 +229,21 @@ class Speculator:
         return [plan.sample(rnd) if plan is not None else [] for plan in batch.plans]
 
 
-def catch_up(seqs) -> tuple[int, int]:
+def catch_up(seqs) -> tuple[int, int, int]:
     """(Σ over drafting sequences of the committed tokens their drafter has not processed, at
     least 1 each since the last committed entry always reruns; how many draft for the first time
-    since admission or preemption), marking the tokens processed. As the engine's drafters: the
-    whole context at a first draft, then the last step's accepted drafts + 1 (engine/drafting:
-    each drafter's `done`)."""
-    fresh = first = 0
+    since admission or preemption; how many have more than one), marking the tokens processed.
+    As the engine's drafters: the whole context at a first draft, then the last step's accepted
+    drafts + 1 (engine/drafting: each drafter's `done`)."""
+    fresh = first = several = 0
     for s in seqs:
         c, done = s.computed, s.drafted
         if not done:
             first += 1
-        fresh += c - done if c - done > 1 else 1
+        if c - done > 1:
+            fresh += c - done
+            several += 1
+        else:
+            fresh += 1
         s.drafted = c
-    return fresh, first
+    return fresh, first, several

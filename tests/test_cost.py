@@ -442,7 +442,7 @@ def test_mtp_modules_pay_a_first_pass_per_sequence_eagle_chains_do_not(tmp_path)
         trace = make_trace(tmp_path, model="llama-3.2-1b", speculation=speculation,
                            hardware={"preset": "cpu", "draft_seq_us": 100.0, "draft_pass_seq_us": 30.0} | hw)
         scheme = next(s for s in trace.speculation if s.name == label)
-        return scheme.drafter(trace)(4, 2000, 3, chain(3), 8, 0).time  # 4 sequences, a 3-deep chain: 3 passes
+        return scheme.drafter(trace)(4, 2000, 3, chain(3), 8, 0, 4).time  # 4 sequences, a 3-deep chain: 3 passes
 
     for label, later in (("mtp", 0.0), ("eagle", 2 * 4 * 50e-6)):  # 2 later passes x 4 sequences
         assert price(label, draft_pass_seq_us=80.0) - price(label) == pytest.approx(later, abs=1e-12), label

@@ -8,6 +8,7 @@ import copy
 from pathlib import Path
 
 import pytest
+import torch
 
 from engine.checkpoint import resolve
 from engine.drafting.heads import Drafters
@@ -179,10 +180,11 @@ def test_sampled_runs_of_every_scheme_complete(tmp_path):
 
 @pytest.mark.parametrize("pages", [256, 14])
 def test_the_simulator_prices_the_passes_the_engine_drafters_run(tmp_path, monkeypatch, pages):
-    """Each model drafter's forward passes in each step, as (query rows, LM-head rows), are the
-    ones its scheme prices in the simulator (`passes`), given the simulator's catch-up count for
-    the same sequences: the whole context at a first draft, then the accepted drafts + 1, and
-    again the whole context after a preemption (14 pages force some)."""
+    """Each model drafter's forward passes in each step, as (query rows, LM-head rows, sequences
+    with several rows), are the ones its scheme prices in the simulator (`passes`), given the
+    simulator's catch-up count for the same sequences: the whole context at a first draft, then
+    the accepted drafts + 1, and again the whole context after a preemption (14 pages force
+    some)."""
     from engine.drafting.draft_model import DraftModelDrafter
     from engine.drafting.eagle import EagleDrafter
     from engine.drafting.mtp import MTPDrafter
@@ -196,18 +198,19 @@ def test_the_simulator_prices_the_passes_the_engine_drafters_run(tmp_path, monke
 
     def counted(self, step, cache, inputs=None):
         if active:
-            active[-1].append((int(step.token_ids.shape[0]), int(step.logit_rows.shape[0])))
+            several = int((torch.bincount(step.q_seq) > 1).sum())
+            active[-1].append((int(step.token_ids.shape[0]), int(step.logit_rows.shape[0]), several))
         return forward(self, step, cache, inputs=inputs)
 
     def wrap(draft):
         def drafting(self, seqs, ks):
-            fresh, first = catch_up(seqs)
+            fresh, first, several = catch_up(seqs)
             active.append([])
             try:
                 out = draft(self, seqs, ks)
             finally:
                 calls = active.pop()
-            steps.append((self.scheme, len(seqs), tuple(ks), fresh, first, calls))
+            steps.append((self.scheme, len(seqs), tuple(ks), fresh, first, several, calls))
             return out
         return drafting
 
@@ -217,14 +220,16 @@ def test_the_simulator_prices_the_passes_the_engine_drafters_run(tmp_path, monke
     schemes = [s for s in SCHEMES if s["scheme"] in ("draft", "eagle", "eagle2", "mtp") and "policy" not in s]
     res = run_all(tmp_path, speculation=schemes, serving={**BASE["serving"], "kv_pages": pages, "max_num_seqs": 3})
     compared: dict[str, int] = {}
-    for scheme, n, ks, fresh, first, calls in steps:
+    for scheme, n, ks, fresh, first, several, calls in steps:
         if len(set(ks)) > 1:  # a sequence near its end drafts less deep: the simulator prices full depth
             continue
         d = ks[0]
-        want = [pass_rows(p) for p in scheme.passes(n, d, () if scheme.dynamic else scheme.tree(d), fresh, first)]
-        assert calls == want, (scheme.label, n, ks, fresh, first)
+        want = [pass_rows(p, n) for p in scheme.passes(n, d, () if scheme.dynamic else scheme.tree(d), fresh, first,
+                                                       several)]
+        assert calls == want, (scheme.label, n, ks, fresh, first, several)
         compared[scheme.label] = compared.get(scheme.label, 0) + 1
     assert set(compared) == {s.get("label", s["scheme"]) for s in schemes}, compared
-    assert any(fresh > n + first * 8 for _, n, _, fresh, first, _ in steps)  # prompts caught up on
+    assert any(fresh > n + first * 8 for _, n, _, fresh, first, _, _ in steps)  # prompts caught up on
+    assert any(0 < several < n for _, n, _, _, _, several, _ in steps)  # some with one entry beside several
     if pages == 14:
         assert any(r.result.preemptions for r in res.values())

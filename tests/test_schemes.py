@@ -135,16 +135,21 @@ def test_speedup_falls_with_concurrency_and_survives_long_context(tmp_path):
 
 @pytest.mark.parametrize("hardware", [None, {"preset": "cpu", "attn_dense": True, "eta_attn": 0.3,
                                               "multi_query_us": 200.0, "batch_query_us": 150.0,
+                                              "mixed_query_us": 120.0, "fused_query_us": 3.0, "fused_key_ns": 40.0,
                                               "kv_sizes": [[1, 0.9], [64, 0.6], [2048, 0.3]],
                                               "elementwise_sizes": [[0.1, 1.0], [100, 3.0]]}])
-def test_passpricer_compiled_equals_direct(tmp_path, hardware):
+@pytest.mark.parametrize("kind", ["chain", "levels", "catch_up"])
+def test_passpricer_compiled_equals_direct(tmp_path, hardware, kind):
     """Also on a CPU-like profile: attention's roofs added (attn_dense), query host terms, the
-    gather's and the elementwise passes' rates by size (the gather's is not linear in the
-    context, which the compiled form otherwise assumes)."""
+    fused attention's terms of catch-up passes (mixed, per query and per key: linear in the
+    context), the gather's and the elementwise passes' rates by size (the gather's is not linear
+    in the context, which the compiled form otherwise assumes)."""
     trace = make_trace(tmp_path, model="llama-3.1-8b", **({"hardware": hardware} if hardware else {}))
-    p = PassPricer(eagle_head(trace.model), trace.hardware, 1, fuse_input=True)
+    p = PassPricer(eagle_head(trace.model), trace.hardware, 1, fuse_input=True, tree_levels=kind == "levels",
+                   catch_up=kind == "catch_up")
     for n, ctx, toks in [(3, 1800, [3, 30, 30, 30]), (64, 64 * 4000, [64] + [640] * 5), (1, 10, [1]),
-                         (1, 500, [1, 8, 8]), (3, 1800, [(14, 3), 30, 30]), (2, 900, [(300, 2), (5, 4)])]:
+                         (1, 500, [1, 8, 8]), (3, 1800, [(14, 3), 30, 30]), (2, 900, [(300, 2), (5, 4)]),
+                         (4, 2000, [(7, 4, 3), (11, 8, 4)]), (16, 9000, [(16, 16, 0), (30, 32, 14), 32])]:
         a, b = p(n, ctx, toks), p.direct(n, ctx, toks)
         for x, y in zip(a, b):
             assert x == pytest.approx(y, rel=1e-9)
@@ -221,15 +226,20 @@ def test_steps_pay_fused_query_per_query_token_of_sequences_with_several(tmp_pat
     prefill chunk), per head and layer: a step in which every sequence drafts pays it for all its
     query tokens, a step in which none drafts or prefills nothing, prompt lookup's steps, in
     which some find no match, for part of them, and a step with a prefill chunk for the chunk at
-    least. Closed loop, so the steps and draws are the same either way."""
+    least. Closed loop, so the steps and draws are the same either way. EAGLE's head (one layer)
+    pays it too, for the entries its root pass catches up on where a sequence has several."""
     ngram = {"scheme": "ngram", "k": 3, "match": 0.5, "acceptance": {"per_depth": [0.5, 0.4, 0.3]}}
     for scheme in (EAGLE, ngram):
         trace, (a, b) = closed_runs(tmp_path, "fused_query_us", (0.0, 2.0), scheme, 18)
         assert np.array_equal(a["query_tokens"], b["query_tokens"])
-        tokens = (b["duration"] - a["duration"]) / (trace.model.layers * trace.model.heads * 2e-6)
+        drafted = (b["draft_time"] - a["draft_time"]) / (trace.model.heads * 2e-6)
+        assert np.allclose(drafted, np.round(drafted), atol=1e-6)
+        assert (drafted > 0).any() == (scheme is EAGLE)
+        tokens = (b["duration"] - b["draft_time"] - a["duration"] + a["draft_time"]) / (
+            trace.model.layers * trace.model.heads * 2e-6)
         assert np.allclose(tokens, np.round(tokens), atol=1e-6)
         assert (tokens <= a["query_tokens"] + 1e-9).all() and (tokens > 0).any()
-        assert (tokens[a["query_tokens"] == a["batch_size"]] == 0).all()  # one query token each: nothing paid
+        assert np.allclose(tokens[a["query_tokens"] == a["batch_size"]], 0, atol=1e-6)  # one query token each: nothing paid
         prefill = a["prefill_tokens"] > 0
         assert prefill.any() and (tokens[prefill] >= a["prefill_tokens"][prefill] - 1e-9).all()
         decode = ~prefill
@@ -295,8 +305,8 @@ def test_eagle2_drafting_pays_per_candidate(tmp_path):
     for extra in ({}, {"draft_cand_us": 2.0}):
         trace = make_trace(tmp_path, hardware={"preset": "h100-sxm", **extra}, speculation=[EAGLE2, EAGLE])
         eagle2, eagle = trace.speculation
-        got[bool(extra)] = (eagle2.drafter(trace)(3, 600, 4, (), 3, 0).time,
-                            eagle.drafter(trace)(3, 600, 4, eagle.tree(4), 3, 0).time)
+        got[bool(extra)] = (eagle2.drafter(trace)(3, 600, 4, (), 3, 0, 0).time,
+                            eagle.drafter(trace)(3, 600, 4, eagle.tree(4), 3, 0, 0).time)
     k = EAGLE2["topk"]
     assert got[True][0] - got[False][0] == pytest.approx(2e-6 * 3 * (k + 3 * k * k), rel=1e-6)
     assert got[True][1] == got[False][1]
@@ -439,10 +449,10 @@ def test_ngram_prices_every_lookup_at_the_devices_measured_rate(tmp_path):
     entry = {"scheme": "ngram", "k": 2, "acceptance": {"per_depth": [0.6]}, "match": 0.5}
     trace = replace(make_trace(tmp_path, speculation=[entry, {**entry, "label": "own", "host_us": 30}]), hardware=hw)
     measured, own = trace.speculation
-    assert measured.drafter(trace)(3, 100, 2, (), 3, 0).time == pytest.approx(40e-6 + 3 * 15e-6)
-    assert own.drafter(trace)(3, 100, 2, (), 3, 0).time == pytest.approx(3 * 30e-6)
+    assert measured.drafter(trace)(3, 100, 2, (), 3, 0, 0).time == pytest.approx(40e-6 + 3 * 15e-6)
+    assert own.drafter(trace)(3, 100, 2, (), 3, 0, 0).time == pytest.approx(3 * 30e-6)
     assert measured.drafter(replace(trace, hardware=replace(hw, ngram_call_s=0.0, ngram_seq_s=0.0)))(
-        3, 100, 2, (), 3, 0).time == pytest.approx(3 * 20e-6)
+        3, 100, 2, (), 3, 0, 0).time == pytest.approx(3 * 20e-6)
     spec = Speculator(measured, trace, seed=1)
 
     class Seq:

@@ -87,12 +87,12 @@ class SpecScheme(Scheme):
             out["acceptance"] = self.acceptance.describe()
         return out
 
-    def drafter(self, trace) -> Callable[[int, int, int, tuple[int, ...], int, int], Cost]:
+    def drafter(self, trace) -> Callable[[int, int, int, tuple[int, ...], int, int, int], Cost]:
         """Prices the drafter's work in one step, bound to the trace's model and device:
-        (n sequences, Σ their context, depth, the draft tree's parents, fresh, first) -> Cost.
+        (n sequences, Σ their context, depth, the draft tree's parents, fresh, first, several) -> Cost.
         `fresh` is Σ over the n sequences of the committed tokens their drafter has not processed
         yet (at least 1 each), `first` how many of them draft for the first time since admission
-        or preemption (sim/speculation.py catch_up). A model drafter catches up on them, as the
+        or preemption, `several` how many have more than one (sim/speculation.py catch_up). A model drafter catches up on them, as the
         engine's do: the whole context at a first draft, then the last step's accepted drafts + 1."""
         raise NotImplementedError
 
@@ -104,8 +104,9 @@ class ModelDraftScheme(SpecScheme):
     tree_levels = False  # its later passes are tree levels: rows beyond one per sequence are further nodes
     catch_up = False  # every pass catches up as a first pass does (sim.drafters.drafter_host_time)
 
-    def passes(self, n: int, depth: int, tree: tuple[int, ...], fresh: int, first: int) -> list:
-        """The drafter's passes in one step: query rows, or (query rows, LM-head rows), per pass,
+    def passes(self, n: int, depth: int, tree: tuple[int, ...], fresh: int, first: int, several: int) -> list:
+        """The drafter's passes in one step: query rows, or (query rows, LM-head rows), or (query
+        rows, LM-head rows, sequences with several rows) per pass (sim.drafters.pass_rows),
         exactly as the engine's drafter runs them (tests/test_engine_drafters.py compares)."""
         raise NotImplementedError
 
@@ -123,7 +124,7 @@ class ModelDraftScheme(SpecScheme):
         price = PassPricer(spec, trace.hardware.drafter(), trace.tp, fuse_input=fuse, tree_levels=self.tree_levels,
                            catch_up=self.catch_up)
         passes = self.passes
-        return lambda n, ctx, depth, tree, fresh, first: price(n, ctx, passes(n, depth, tree, fresh, first))
+        return lambda n, ctx, depth, tree, fresh, first, several: price(n, ctx, passes(n, depth, tree, fresh, first, several))
 
 
 COMMON = ("scheme", "label", "paging", "acceptance", "policy")

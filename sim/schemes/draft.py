@@ -41,7 +41,8 @@ class DraftModel(ModelDraftScheme):
     def drafter_spec(self):
         return self.draft_model, False
 
-    def passes(self, n, depth, tree, fresh, first):
+    def passes(self, n, depth, tree, fresh, first, several):
         """Pass 1 feeds the committed tokens not yet seen and the last sampled one (logits at the
-        last of each); then one token per pass (engine/drafting/draft_model.py)."""
-        return [(fresh + n, 2 * n)] + [n] * (depth - 1)
+        last of each: every sequence has several rows); then one token per pass
+        (engine/drafting/draft_model.py)."""
+        return [(fresh + n, 2 * n, n)] + [n] * (depth - 1)

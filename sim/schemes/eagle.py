@@ -38,8 +38,8 @@ class Eagle(ModelDraftScheme):
     def drafter_spec(self):
         return self.head, True
 
-    def passes(self, n, depth, tree, fresh, first):
+    def passes(self, n, depth, tree, fresh, first, several):
         """The head's passes (engine/drafting/eagle.py): the root pass catches up on the fresh
         committed entries (logits at the last one, the root); then pass j expands the tree's
         nodes at depth j that have children."""
-        return [(fresh, n)] + [n * e for e in T.expanding(tree, depth) if e]  # the engine skips a level that expands nothing
+        return [(fresh, n, several)] + [n * e for e in T.expanding(tree, depth) if e]  # the engine skips a level that expands nothing

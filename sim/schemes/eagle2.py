@@ -63,12 +63,12 @@ class Eagle2(ModelDraftScheme):
         if not per:
             return passes
 
-        def price(n, ctx, depth, tree, fresh, first):
-            c = passes(n, ctx, depth, tree, fresh, first)
+        def price(n, ctx, depth, tree, fresh, first, several):
+            c = passes(n, ctx, depth, tree, fresh, first, several)
             return c._replace(time=c.time + per * n * self.candidates(depth))
         return price
 
-    def passes(self, n, depth, tree, fresh, first):
+    def passes(self, n, depth, tree, fresh, first, several):
         """The root pass catches up on the fresh committed entries (as `eagle`), then depth - 1
         passes over the k most confident frontier nodes of each sequence."""
-        return [(fresh, n)] + [n * self.topk] * (depth - 1)
+        return [(fresh, n, several)] + [n * self.topk] * (depth - 1)

@@ -33,9 +33,10 @@ class MTP(ModelDraftScheme):
     def drafter_spec(self):
         return self.module, True
 
-    def passes(self, n, depth, tree, fresh, first):
+    def passes(self, n, depth, tree, fresh, first, several):
         """Module k's pass (engine/drafting/mtp.py) runs its entries from the first it has not
         committed to the last: the fresh tokens, plus its k-1 scratch entries of the last step
         (now committed, or dropped with the rejected drafts), which a first draft does not have;
-        logits at the last committed entry and each scratch one."""
-        return [(fresh + (k - 1) * (n - first), k * n) for k in range(1, depth + 1)]
+        logits at the last committed entry and each scratch one. From module 2 on every sequence
+        has several rows (its scratch entries and the fresh one, or a first draft's prompt)."""
+        return [(fresh + (k - 1) * (n - first), k * n, several if k == 1 else n) for k in range(1, depth + 1)]

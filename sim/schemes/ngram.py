@@ -48,5 +48,5 @@ class NGram(SpecScheme):
         hw = trace.hardware
         call, per_seq = (0.0, self.host_us * 1e-6) if self.host_us is not None else \
             (hw.ngram_call_s, hw.ngram_seq_s) if hw.ngram_call_s or hw.ngram_seq_s else (0.0, DEFAULT_HOST_US * 1e-6)
-        return lambda n, ctx, depth, tree, fresh, first: Cost(time=call + per_seq * n, flops=0.0, bytes=0.0,
+        return lambda n, ctx, depth, tree, fresh, first, several: Cost(time=call + per_seq * n, flops=0.0, bytes=0.0,
                                                                compute_time=0.0, memory_time=0.0)
