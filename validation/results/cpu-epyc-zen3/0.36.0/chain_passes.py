@@ -1,7 +1,7 @@
 """The chain drafters' later passes per sequence, engine against simulator (2026-12-05, 0.36.0).
 From the repository root with the project's environment, alone (2 cores):
 
-  python validation/results/cpu-epyc-zen3/0.36.0/chain_passes.py SECONDS PROFILE
+  python validation/results/cpu-epyc-zen3/0.36.0/chain_passes.py SECONDS PROFILE [LO,HI]
 
 The trained family's EAGLE head drafting chains of 1 and 5 (e1, e5) and its MTP modules at
 depths 1 and 2 (mtp1, mtp2), each in engine runs at concurrency 1 (2 requests) and 16 (16
@@ -30,7 +30,7 @@ FAMILY = ROOT / "traces" / "family-schemes.yaml"
 ENTRIES = {"e1": {"scheme": "eagle", "depth": 1, "acc": "eagle"}, "e5": {"scheme": "eagle", "depth": 5, "acc": "eagle"},
            "mtp1": {"scheme": "mtp", "depth": 1, "acc": "mtp1"}, "mtp2": {"scheme": "mtp", "depth": 2, "acc": "mtp2"}}
 PAIRS = {"eagle": ("e1", "e5", 4), "mtp": ("mtp1", "mtp2", 1)}  # shallow, deep, extra passes
-CONCS = (1, 16)
+CONCS = (1, 16)  # LO,HI: the pair of concurrencies (0.37.0 ran 1,4 too)
 
 
 def load(profile: Path):
@@ -58,9 +58,9 @@ def drafting(result, conc) -> float:
     return float(np.median(c["draft_time"][keep]))
 
 
-def growth(t: dict) -> dict:
+def growth(t: dict, concs=CONCS) -> dict:
     """{drafter: (first pass per sequence, each later pass per sequence)} from {(label, conc): s}."""
-    lo, hi = CONCS
+    lo, hi = concs
     out = {}
     for name, (a, b, extra) in PAIRS.items():
         first = (t[(a, hi)] - t[(a, lo)]) / (hi - lo)
@@ -69,29 +69,29 @@ def growth(t: dict) -> dict:
     return out
 
 
-def main(seconds: float, profile: Path) -> None:
+def main(seconds: float, profile: Path, concs=CONCS) -> None:
     from engine.cli import build
     from engine.runner import run_scheme
     from sim.simulator import simulate
     trace = load(profile)
     source, model, drafters = build(trace)
     ran = replace(trace, model=source.spec)
-    sim = {(s.label, c): drafting(simulate(trace, s, workload(trace, c)), c) for s in trace.speculation for c in CONCS}
+    sim = {(s.label, c): drafting(simulate(trace, s, workload(trace, c)), c) for s in trace.speculation for c in concs}
     cycles = []
     end = time.time() + seconds
     while time.time() < end:
         t = {}
         for s in trace.speculation:
-            for c in CONCS:
+            for c in concs:
                 res = run_scheme(ran, s, workload(trace, c), model, prompts=source.prompts, drafters=drafters)
                 t[(s.label, c)] = drafting(res.result, c)
         cycles.append(t)
     print(f"{len(cycles)} cycles, {seconds:.0f} s, profile {profile}")
     print("median drafting a step, ms: " + ", ".join(
         f"{lab}@{c} {st.median(x[(lab, c)] for x in cycles) * 1e3:.2f} (sim {sim[(lab, c)] * 1e3:.2f})"
-        for lab in ENTRIES for c in CONCS))
-    gs = [growth(x) for x in cycles]
-    g_sim = growth(sim)
+        for lab in ENTRIES for c in concs))
+    gs = [growth(x, concs) for x in cycles]
+    g_sim = growth(sim, concs)
     for name in PAIRS:
         for i, part in enumerate(("first pass", "each later pass")):
             v = [g[name][i] * 1e6 for g in gs]
@@ -103,4 +103,4 @@ def main(seconds: float, profile: Path) -> None:
 if __name__ == "__main__":
     torch.set_num_threads(1)
     sys.path.insert(0, str(ROOT))
-    main(float(sys.argv[1]), Path(sys.argv[2]))
+    main(float(sys.argv[1]), Path(sys.argv[2]), tuple(int(x) for x in sys.argv[3].split(",")) if len(sys.argv) > 3 else CONCS)
