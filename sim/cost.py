@@ -183,9 +183,14 @@ class ForwardCost:
         if self.multi_query or self.batch_query or self.mixed_query:
             t = t + self.query_host(w.tokens, w.seqs, w.mixed)
         if self.fused_query or self.fused_key:  # beside the roofs, for sequences with several query tokens
-            t = t + n * (self.fused_query * w.multi_tokens + self.fused_key * w.multi_kv)
+            t = t + self.fused_time(w.multi_tokens, w.multi_kv)
         return Cost(time=t + n * self.attention(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
+
+    def fused_time(self, multi_tokens, multi_kv):
+        """Every layer's fused-attention time beside the roofs: per query token and per key of the
+        sequences with several query tokens (Work.multi_tokens, multi_kv)."""
+        return self.n_layers * (self.fused_query * multi_tokens + self.fused_key * multi_kv)
 
     def elementwise_time(self, tokens):
         """Every layer's unfused elementwise passes over `tokens` tokens: per element at the time

@@ -117,16 +117,15 @@ class PassPricer:
         t = f = b = c = m = s1 = 0.0
         lines, kv_bytes = [], []  # kv_bytes: each pass's gathered bytes at Σctx = x, k0 + k1·x (a measured kv_sizes curve)
         t += drafter_host_time(self.hw, n, [tok for tok, _, _ in passes], self.levels, self.catch_up)
-        layers = fwd.n_layers
         for j, (tok, lm, several) in enumerate(passes):
             w0 = fwd(Work(tok, n, 0, 0, lm))  # attention with no context: isolates the linear part
             w1 = fwd(Work(tok, n, max(1, tok // max(n, 1)), 1, lm))  # one more key per sequence's query
             base = fwd._token_part(tok, lm)
             t, f, b, c, m = t + base[0], f + base[1], b + base[2], c + base[3], m + base[4]
-            at0 = self.paths(j, n, tok, several, 0)  # the fused keys: at0 at Σctx = 0, growing by several / n
+            at0, at1 = self.paths(j, n, tok, several, 0), self.paths(j, n, tok, several, 1)  # keys linear in Σctx
             t += fwd.query_host(tok, n, at0["mixed"])  # several query tokens per sequence (a tree level, a catch-up)
-            t += layers * (fwd.fused_query * at0["multi_tokens"] + fwd.fused_key * at0["multi_kv"])
-            s1 += layers * fwd.fused_key * (several / n if at0["multi_tokens"] else 0.0)
+            t += fwd.fused_time(at0["multi_tokens"], at0["multi_kv"])
+            s1 += fwd.fused_time(0, at1["multi_kv"] - at0["multi_kv"])
             if self.fuse:
                 h = self.spec.hidden
                 fused = linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp)
