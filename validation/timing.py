@@ -14,18 +14,28 @@ def device_sync(device: str):
     return sync
 
 
-HOST_REFERENCE_ITERS = 5_000  # about 0.25 ms here
+HOST_REFERENCE_ITERS = 10_000  # increments of the reference loop: about 0.2 ms here
+REFERENCE_RUN = 200  # increments of one inner run: every int the loop holds stays below 257
 
 
 def host_reference(iters: int = HOST_REFERENCE_ITERS) -> int:
     """The host's speed reference, timed beside what it measures (validation.compare: after every
     engine step): interpreter work only, so it runs as fast after a call that swept the caches as
     after one that did not (right after a batch-16 forward over 2,048 keys a model's forward, or a
-    small matmul loop, read 1.22-1.25x slower than usual; this loop 0.97x)."""
-    s = 0
-    for i in range(iters):
-        s += i
-    return s
+    small matmul loop, read 1.22-1.25x slower than usual; the loop before 0.38.0 0.97x). It counts
+    in runs of REFERENCE_RUN over ints CPython keeps one object of each (-5 to 256; runs too, up to
+    51,200 increments), so it makes no object. Until 0.37.0 it summed range(5000), one new int a
+    step, and that loop read the host 5.6% faster right after four of the calibration's probe
+    calls than right after an engine run, 7.5% after half a second's sleep, where this loop, the
+    probes' host-time forward and small torch calls read the same within 1.1% in all three
+    (cpu-epyc-zen3/0.38.0/contexts.txt, medians of 18 runs). Returns the runs made."""
+    runs, done = iters // REFERENCE_RUN or 1, 0  # (max() would make a tuple)
+    while done < runs:
+        x = 0
+        while x < REFERENCE_RUN:
+            x += 1
+        done += 1
+    return done
 
 
 def settled_reference() -> float:
