@@ -27,7 +27,7 @@ def host_reference(iters: int = HOST_REFERENCE_ITERS) -> int:
     51,200 increments), so it makes no object. Until 0.37.0 it summed range(5000), one new int a
     step, and that loop read the host 5.6% faster right after four of the calibration's probe
     calls than right after an engine run, 7.5% after half a second's sleep, where this loop, the
-    probes' host-time forward and small torch calls read the same within 1.1% in all three
+    probes' host-time forward and small torch calls read the same within 1.2% in all three
     (cpu-epyc-zen3/0.38.0/contexts.txt, medians of 18 runs). Returns the runs made."""
     runs, done = iters // REFERENCE_RUN or 1, 0  # (max() would make a tuple)
     while done < runs:
