@@ -50,12 +50,11 @@ def cycles(seconds: float, once) -> list:
     return out
 
 
-def main(seconds: float) -> None:
+def time_products(model):
+    """Time the matrix products (`@`) inside `model`'s decode forwards (under 64 tokens): returns
+    (state, recs, the untimed `@`): recs gets (sequences, seconds of products) a forward, and
+    while state["record"] is a list, each product's weight is appended to it."""
     import engine.model as em
-    from validation.probes import matmul_probes
-    from validation.timing import host_gap, steady_time
-    trace, model, drafters, prompts = hr.family(["none"])
-    scheme = trace.speculation[0]
     clock = time.perf_counter
     state = {"on": False, "t": 0.0, "record": None}
     inner = torch.Tensor.__matmul__
@@ -85,6 +84,15 @@ def main(seconds: float) -> None:
             recs.append((int(step.kv_lens.numel()), state["t"]))
 
     em.Model.forward = timed_forward
+    return state, recs, inner
+
+
+def main(seconds: float) -> None:
+    from validation.probes import matmul_probes
+    from validation.timing import host_gap, steady_time
+    trace, model, drafters, prompts = hr.family(["none"])
+    scheme = trace.speculation[0]
+    state, recs, inner = time_products(model)
     # the target's matrices as one decode forward meets them
     state["record"] = []
     hr.run_at(trace, scheme, 1, model, drafters, prompts)
