@@ -320,6 +320,7 @@ def test_the_host_reference_makes_no_objects(iters):
     import tracemalloc
 
     from validation.timing import REFERENCE_RUN, host_reference
+
     def peak_of(fn) -> int:
         """Bytes traced at fn's peak, over before it (the reading itself makes a few)."""
         tracemalloc.reset_peak()
@@ -336,6 +337,7 @@ def test_the_host_reference_makes_no_objects(iters):
     assert got == nothing  # one int alive at a time would add 32 bytes
     done = host_reference(iters)
     assert done == max(1, iters // REFERENCE_RUN)
+
 
 def test_profile_spread_is_each_run_tags_relative_deviation_over_the_resampled_profiles():
     from validation.pooling import figure_noise, profile_spread
