@@ -56,13 +56,15 @@ def family(labels=None, requests: int = 4):
     return replace(trace, model=source.spec), model, drafters, source.prompts
 
 
-def run_at(trace, scheme, conc, model, drafters, prompts):
+def run_at(trace, scheme, conc, model, drafters, prompts, reference=None):
     """One engine run of `scheme` at concurrency `conc`: its decode steps at batch `conc` as
-    (durations, drafting times)."""
+    (durations, drafting times). `reference`: the engine's call after every step (compare's
+    validation.timing.settled_reference), none by default."""
     from engine.runner import run_scheme
     from sim.workload import make_requests
     wl = replace(trace.workload, arrival=replace(trace.workload.arrival, concurrency=conc))
-    res = run_scheme(trace, scheme, make_requests(wl, trace.seed), model, prompts=prompts, drafters=drafters)
+    res = run_scheme(trace, scheme, make_requests(wl, trace.seed), model, prompts=prompts, drafters=drafters,
+                     reference=reference)
     c = res.result.steps.columns()
     keep = (c["prefill_tokens"] == 0) & (c["batch_size"] == conc)
     return c["duration"][keep].tolist(), c["draft_time"][keep].tolist()
@@ -177,6 +179,15 @@ def refs(seconds: float) -> None:
             out[name] = st.median(times)
         return out
 
+    follow_references(family_run=(trace, model, drafters, prompts), reading=reading, seconds=seconds)
+
+
+def follow_references(family_run, reading, seconds: float) -> None:
+    """Each scheme of `family_run` (trace, model, drafters, prompts) in 4-request runs at
+    concurrency 1, again and again for `seconds`, each run between two `reading()`s ({name:
+    seconds a call}); per scheme how well each reading follows the run's median step (logs'
+    spread, correlation, fitted slope, the residual's spread)."""
+    trace, model, drafters, prompts = family_run
     rows: dict[str, list[tuple[float, dict]]] = {}
     end = time.time() + seconds
     while time.time() < end:
@@ -184,11 +195,11 @@ def refs(seconds: float) -> None:
             before = reading()
             d, _ = run_at(trace, scheme, 1, model, drafters, prompts)
             after = reading()
-            rows.setdefault(scheme.label, []).append((st.median(d), {k: (before[k] + after[k]) / 2 for k in candidates}))
+            rows.setdefault(scheme.label, []).append((st.median(d), {k: (before[k] + after[k]) / 2 for k in before}))
     for label, rs in rows.items():
         y = np.log([s for s, _ in rs])
         print(f"{label} at 1: {len(rs)} runs, the engine's median step: sd of its log {y.std():.3f}")
-        for name in candidates:
+        for name in rs[0][1]:
             x = np.log([r[name] for _, r in rs])
             fit = np.polyfit(x, y, 1)
             print(f"  {name:11} sd {x.std():.3f}, correlation {np.corrcoef(x, y)[0, 1]:+.2f}, slope {fit[0]:.2f}, "

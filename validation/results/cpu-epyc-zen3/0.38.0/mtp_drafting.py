@@ -97,16 +97,7 @@ def main(seconds: float, labels: list[str], concs: list[int], conditions: bool =
             run_at(trace, others[0], c, model, drafters, prompts)
         steps.clear()
         cur.clear()
-        if how == "reference":
-            from dataclasses import replace
-
-            from engine.runner import run_scheme
-            from sim.workload import make_requests
-            wl = replace(trace.workload, arrival=replace(trace.workload.arrival, concurrency=c))
-            run_scheme(trace, scheme, make_requests(wl, trace.seed), model, prompts=prompts, drafters=drafters,
-                       reference=settled_reference)
-        else:
-            run_at(trace, scheme, c, model, drafters, prompts)
+        run_at(trace, scheme, c, model, drafters, prompts, reference=settled_reference if how == "reference" else None)
         rows = [s for s in steps if s.get("n") == c and "draft" in s]
         out = {}
         for s in rows:

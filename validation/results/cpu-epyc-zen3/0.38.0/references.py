@@ -26,11 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "0.35.0"))
-from host_regimes import family, run_at  # noqa: E402
+from host_regimes import family, follow_references, run_at  # noqa: E402
 
 
 def interp_037(iters: int = 5_000) -> int:
@@ -101,27 +100,8 @@ def contexts(rounds: int) -> None:
 
 
 def follow(seconds: float) -> None:
-    trace, model, drafters, prompts = family(["none", "draft"])
     refs = candidates()
-
-    def reading():
-        return {k: 1 / rate(fn, 0.05) for k, fn in refs.items()}  # seconds a call
-    rows: dict = {}
-    end = time.time() + seconds
-    while time.time() < end:
-        for scheme in trace.speculation:
-            before = reading()
-            d, _ = run_at(trace, scheme, 1, model, drafters, prompts)
-            after = reading()
-            rows.setdefault(scheme.label, []).append((st.median(d), {k: (before[k] + after[k]) / 2 for k in refs}))
-    for label, rs in rows.items():
-        y = np.log([s for s, _ in rs])
-        print(f"{label} at 1: {len(rs)} runs, the engine's median step: sd of its log {y.std():.3f}")
-        for name in refs:
-            x = np.log([r[name] for _, r in rs])
-            fit = np.polyfit(x, y, 1)
-            print(f"  {name:11} sd {x.std():.3f}, correlation {np.corrcoef(x, y)[0, 1]:+.2f}, slope {fit[0]:.2f}, "
-                  f"residual sd {(y - np.polyval(fit, x)).std():.3f}")
+    follow_references(family(["none", "draft"]), lambda: {k: 1 / rate(fn, 0.05) for k, fn in refs.items()}, seconds)
 
 
 if __name__ == "__main__":
