@@ -387,3 +387,35 @@ def test_cycles_must_be_positive_and_go_with_calibrate(tmp_path, extra, capsys):
         main(["compare", "traces/engine-tiny.yaml", "--out", str(tmp_path / "o"), *extra])
     assert exc.value.code == 2 and "--cycles must be at least 1" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_draft_time_by_kind_splits_admissions_from_ordinary_steps():
+    """A step with a prefill chunk or right after one is an admission; the others are ordinary,
+    by mean and, for the ordinary steps, median too; schemes that draft nothing are left out, and
+    a kind missing on one side gets no row."""
+    from validation.draft_kinds import kind_line, ratio_by_kind, step_kinds
+
+    assert step_kinds(np.array([128, 0, 0, 64, 0, 0])).tolist() == [True, True, False, True, True, False]
+
+    def run(rows):  # rows: (prefill tokens, draft time)
+        p, dr = (np.array(col, dtype=float) for col in zip(*rows))
+        cols = {"prefill_tokens": p.astype(int), "draft_time": dr}
+        return SimpleNamespace(steps=SimpleNamespace(columns=lambda: cols))
+
+    engine = [{"mtp1-4": run([(128, 0.010), (0, 0.006), (0, 0.002), (0, 0.002), (0, 0.008)]),
+               "none-4": run([(128, 0.0), (0, 0.0)])},
+              {"mtp1-4": run([(128, 0.012), (0, 0.004), (0, 0.002)])}]
+    sim = [{"mtp1-4": run([(128, 0.009), (0, 0.005), (0, 0.002), (0, 0.003)]), "none-4": run([(128, 0.0)])},
+           {"mtp1-4": run([(0, 0.002)])}]
+    got = ratio_by_kind(engine, sim)
+    assert list(got) == ["mtp1-4"]
+    adm, ordinary = got["mtp1-4"]["admission"], got["mtp1-4"]["ordinary"]
+    assert adm["engine_steps"] == 4 and adm["engine_mean"] == pytest.approx((0.010 + 0.006 + 0.012 + 0.004) / 4)
+    assert adm["ratio"] == pytest.approx(((0.009 + 0.005) / 2) / 0.008)
+    assert ordinary["engine_steps"] == 4 and ordinary["engine_mean"] == pytest.approx(0.0035)
+    assert ordinary["engine_median"] == pytest.approx(0.002) and ordinary["sim_median"] == pytest.approx(0.002)
+    assert ordinary["ratio"] == pytest.approx(((0.002 + 0.003 + 0.002) / 3) / 0.0035)
+    assert "median_ratio" not in adm
+    only_ordinary = ratio_by_kind(engine, [{"mtp1-4": run([(0, 0.002)])}])["mtp1-4"]
+    assert list(only_ordinary) == ["ordinary"]
+    assert kind_line("mtp1-4", got["mtp1-4"]).startswith("mtp1-4: simulator over engine drafting a step: admission 0.875 (8.00 ms engine, 4 steps)")

@@ -87,6 +87,10 @@
    speed: each run of the trace takes a scheme's levels back to back (`scheme_major`), its
    schemes still rotated from run to run. A scaling error says the price's growth with the
    batch is off; an error at the lowest level with none in the scaling says its level is.
+10. Where a drafting error lies: `draft_time_by_kind` in comparison.json (printed under the
+   table), per scheme and concurrency that drafts, the simulator's drafting a step over the
+   engine's at admissions (a step with a prefill chunk or right after one) and in ordinary steps,
+   by mean, and for the ordinary steps by median too (validation/draft_kinds.py).
 """
 from __future__ import annotations
 
@@ -100,6 +104,7 @@ from engine.confidence_log import ConfidenceLog
 from sim.models import ModelSpec
 from sim.report import run_tag
 from validation.by_tokens import ratio_by_tokens
+from validation.draft_kinds import kind_line, ratio_by_kind
 from validation.host_speed import engine_pairs, relative_speeds, timed_ticks, weighted_mean
 from validation.measure import add_counts, grouped_profile, histogram_distance, merge_counts, per_depth_rates
 from validation.pooling import figure_noise, group_percentiles, pool_runs, profile_spread, rotated, run_spread
@@ -296,6 +301,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         comparison["probe_speed"] = weighted_mean(probe_speeds) / weighted_mean(engine_time) - 1
     # the step-time error by query tokens per pass (validation.by_tokens)
     comparison["step_time_by_tokens"] = ratio_by_tokens(results, sim_results)
+    # the drafting-time error by kind of step, admissions apart (validation.draft_kinds)
+    comparison["draft_time_by_kind"] = ratio_by_kind(results, sim_results)
     # how the decode step grows with the batch, run by run (validation.scaling)
     comparison["batch_scaling"] = batch_scaling(results, sim_results)
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
@@ -373,6 +380,8 @@ def print_comparison(comparison: dict) -> None:
             cells = ", ".join(f"{lo}-{hi if hi is not None else ''} {r['ratio']:.3f}"
                               for r in rows for lo, hi in [r["tokens"]])
             console.print(f"concurrency {conc}: simulator over engine step time (drafting out) by query tokens a pass: {cells}")
+    for tag, rows in comparison.get("draft_time_by_kind", {}).items():
+        console.print(kind_line(tag, rows))
     for label, rows in comparison.get("batch_scaling", {}).items():
         cells = "; ".join(f"{r['concurrency']} over {r['base']}: engine {r['engine']:.3f}"
                           + (f" ±{100 * r['engine_se']:.1f}%" if r["engine_se"] is not None else "")

@@ -50,13 +50,15 @@ def cycles(seconds: float, once) -> list:
     return out
 
 
-def time_products(model):
-    """Time the matrix products (`@`) inside `model`'s decode forwards (under 64 tokens): returns
+def time_products(model, below: int = 64):
+    """Time the matrix products (`@`) inside `model`'s forwards of fewer than `below` tokens (the
+    decode forwards: 64): returns
     (state, recs, the untimed `@`): recs gets (sequences, seconds of products) a forward, and
-    while state["record"] is a list, each product's weight is appended to it."""
+    while state["record"] is a list, each product's weight is appended to it; while state["each"]
+    is a list, each product's (rows, seconds) (0.39.0's walk.py)."""
     import engine.model as em
     clock = time.perf_counter
-    state = {"on": False, "t": 0.0, "record": None}
+    state = {"on": False, "t": 0.0, "record": None, "each": None}
     inner = torch.Tensor.__matmul__
 
     def matmul(a, b):
@@ -66,7 +68,10 @@ def time_products(model):
             state["record"].append(b)
         t0 = clock()
         r = inner(a, b)
-        state["t"] += clock() - t0
+        dt = clock() - t0
+        state["t"] += dt
+        if state["each"] is not None:
+            state["each"].append((a.shape[0], dt))
         return r
 
     torch.Tensor.__matmul__ = matmul
@@ -74,7 +79,7 @@ def time_products(model):
     recs: list[tuple[int, float]] = []
 
     def timed_forward(self, step, cache, inputs=None):
-        if self is not model or step.num_tokens >= 64:
+        if self is not model or step.num_tokens >= below:
             return forward(self, step, cache, inputs)
         state["on"], state["t"] = True, 0.0
         try:
