@@ -2,13 +2,13 @@
 products cost in the engine? (2026-12-05, 0.39.0). Run from the repository root with the project's
 environment, alone (2 cores):
 
-  python validation/results/cpu-epyc-zen3/0.39.0/reuse.py SECONDS [PASSES]
+  python validation/results/cpu-epyc-zen3/0.39.0/reuse.py SECONDS [PASSES [ROWS [VERIFY_MS]]]
 
 Random matrices of the family's shapes: the target's 17 (four layers and the LM head, 16 MiB) and
 an EAGLE head's (its 2h -> h projection and one layer; the LM head is the target's). A step, again
 and again: 3 ms of host work (the step's other work), the target's products at one row, 0.5 ms of
-host work (verification and the drafter's set-up), then PASSES (default 5) drafter passes at one
-row, each its projection, its layer's four products and the shared LM head, 0.2 ms of host work
+host work (verification and the drafter's set-up; VERIFY_MS, default 0.5), then PASSES (default 5)
+drafter passes at ROWS rows (default 1; the target's products at as many), each its projection, its layer's four products and the shared LM head, 0.2 ms of host work
 before each (the pass's packing). The layer's products and the LM head are timed (the engine's
 `mm` and `lm` in drafter_parts.py; the projection runs outside the forward there). Medians over
 the steps: the first pass's layer products and LM head, the later passes' (each pass), and the
@@ -29,12 +29,12 @@ LM = (256, 4096)
 HEAD = [(512, 256), (256, 512), (256, 256), (256, 1536), (768, 256)]  # projection, then the layer's four
 
 
-def main(seconds: float, passes: int) -> None:
+def main(seconds: float, passes: int, rows: int = 1, verify_ms: float = 0.5) -> None:
     from validation.timing import host_gap, steady_time
     mats = lambda shapes: [torch.randn(n, k).T for k, n in shapes]  # noqa: E731  W.T (k, n)
     target, head, lm = mats(TARGET), mats(HEAD), mats([LM])[0]
-    xs = {k: torch.randn(1, k) for k, _ in TARGET + HEAD + [LM]}  # one row
-    other, verify, pack = host_gap(0.003), host_gap(0.0005), host_gap(0.0002)
+    xs = {k: torch.randn(rows, k) for k, _ in TARGET + HEAD + [LM]}  # (rows, k)
+    other, verify, pack = host_gap(0.003), host_gap(verify_ms / 1e3), host_gap(0.0002)
     clock = time.perf_counter
 
     def timed(w) -> float:
@@ -64,7 +64,8 @@ def main(seconds: float, passes: int) -> None:
             (first_layer if p == 0 else later_layer).append(layer)
             (first_lm if p == 0 else later_lm).append(head_lm)
     warm_layer, warm_lm = st.median(warm_layer), st.median(warm_lm)
-    print(f"{len(first_lm)} steps, {seconds:.0f} s, {passes} drafter passes a step; us, median over steps (over warm)")
+    print(f"{len(first_lm)} steps, {seconds:.0f} s, {passes} drafter passes a step at {rows} rows, {verify_ms} ms before "
+          "the first; us, median over steps (over warm)")
     for name, v, w in (("first pass: layer", first_layer, warm_layer), ("first pass: LM head", first_lm, warm_lm),
                        ("later passes: layer", later_layer, warm_layer), ("later passes: LM head", later_lm, warm_lm)):
         print(f"  {name:24} {st.median(v) * 1e6:7.1f} ({st.median(v) / w:.2f})")
@@ -73,4 +74,5 @@ def main(seconds: float, passes: int) -> None:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    main(float(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 5)
+    a = sys.argv[1:]
+    main(float(a[0]), int(a[1]) if len(a) > 1 else 5, int(a[2]) if len(a) > 2 else 1, float(a[3]) if len(a) > 3 else 0.5)
