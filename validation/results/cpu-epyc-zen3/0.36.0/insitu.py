@@ -92,23 +92,29 @@ def time_products(model, below: int = 64):
     return state, recs, inner
 
 
+def forward_matrices(state, trace, scheme, model, drafters, prompts) -> list:
+    """The target's matrices (W.T, as `@` meets them) in the order its first decode forward uses
+    them: recorded over one run at concurrency 1 (`state` from time_products) until a matrix comes
+    back."""
+    state["record"] = []
+    hr.run_at(trace, scheme, 1, model, drafters, prompts)
+    first, seen = [], set()
+    for b in state["record"]:
+        if b.data_ptr() in seen:
+            break
+        seen.add(b.data_ptr())
+        first.append(b)
+    state["record"] = None
+    return first
+
+
 def main(seconds: float) -> None:
     from validation.probes import matmul_probes
     from validation.timing import host_gap, steady_time
     trace, model, drafters, prompts = hr.family(["none"])
     scheme = trace.speculation[0]
     state, recs, inner = time_products(model)
-    # the target's matrices as one decode forward meets them
-    state["record"] = []
-    hr.run_at(trace, scheme, 1, model, drafters, prompts)
-    first, seen = [], set()
-    for b in state["record"]:  # the first forward's: until a matrix comes back
-        if b.data_ptr() in seen:
-            break
-        seen.add(b.data_ptr())
-        first.append(b)
-    mats = first
-    state["record"] = None
+    mats = forward_matrices(state, trace, scheme, model, drafters, prompts)
     shapes = sorted({(m.shape[0], m.shape[1]) for m in mats})  # (k, n) of x @ W.T: W.T is (k, n)
     print(f"the target's forward: {len(mats)} products, shapes (k, n) {shapes}, "
           f"{sum(m.numel() for m in mats) * 4 / 2**20:.1f} MiB")

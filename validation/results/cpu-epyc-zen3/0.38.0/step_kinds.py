@@ -16,15 +16,20 @@ import statistics as st
 import sys
 from pathlib import Path
 
+import numpy as np
+
 
 def kinds(files) -> tuple[list[float], list[float]]:
-    """(drafting seconds of steps at or right after a prefill, of the others) over `files`."""
+    """(drafting seconds of steps at or right after a prefill, of the others) over `files`, each
+    run's first step left out (validation.draft_kinds.step_kinds: the rule compare uses since
+    0.39.0)."""
+    from validation.draft_kinds import step_kinds
     after, other = [], []
     for f in files:
         rows = list(csv.DictReader(open(f)))
-        for prev, r in zip(rows, rows[1:]):
-            admitted = int(prev["prefill_tokens"]) > 0 or int(r["prefill_tokens"]) > 0
-            (after if admitted else other).append(float(r["draft_time"]))
+        admitted = step_kinds(np.array([int(r["prefill_tokens"]) for r in rows]))
+        for r, adm in zip(rows[1:], admitted[1:]):
+            (after if adm else other).append(float(r["draft_time"]))
     return after, other
 
 

@@ -37,15 +37,7 @@ def main(seconds: float, rows: int) -> None:
     trace, model, drafters, prompts = family(["none"], requests=rows)
     scheme = trace.speculation[0]
     state, recs, _ = in_situ.time_products(model)
-    state["record"] = []
-    run_at(trace, scheme, 1, model, drafters, prompts)
-    first, seen = [], set()
-    for b in state["record"]:  # the first forward's matrices: until one comes back
-        if b.data_ptr() in seen:
-            break
-        seen.add(b.data_ptr())
-        first.append(b)
-    state["record"] = None
+    first = in_situ.forward_matrices(state, trace, scheme, model, drafters, prompts)
     shapes = sorted({(m.shape[0], m.shape[1]) for m in first})
     counts = {s: sum(1 for m in first if (m.shape[0], m.shape[1]) == s) for s in shapes}
     probes = matmul_probes("cpu", shapes, [rows], pool_bytes=16 << 20, shrink=True)  # as calibrate's shapes_warm

@@ -12,72 +12,62 @@ product and sum over a (8 x CONCURRENCY, 256) tensor (`walk-mid`); and alone und
 torch.inference_mode (`walk-inference`, as the engine's forward runs). Medians over cycles of
 each reading and its ratio to in situ, and by place in the forward.
 """
+from __future__ import annotations
+
 import sys
 import time
 from pathlib import Path
+
 import numpy as np
 import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import walk as W  # noqa: E402  (it puts 0.35.0 and 0.36.0 on the path)
 from host_regimes import family, run_at  # noqa: E402
 import insitu as in_situ  # noqa: E402
 
-def main(seconds, label, conc):
+
+def main(seconds: float, label: str, conc: int) -> None:
     from validation.timing import host_gap
     trace, model, drafters, prompts = family([label], requests=conc)
     scheme = trace.speculation[0]
     state, recs, inner = in_situ.time_products(model, below=1 << 30)
-    mats = W.forward_matrices(state, trace, scheme, model, drafters, prompts)
+    mats = in_situ.forward_matrices(state, trace, scheme, model, drafters, prompts)
     n = len(mats)
     gap = host_gap(0.005)
-    small = torch.randn(conc, 256); big = torch.randn(1 << 18)  # 1 MiB
-    mid = torch.randn(conc * 8, 256)
-    def variants(pairs):
-        clock = time.perf_counter
-        def make(between, ctx=None):
-            def once():
-                each = []
-                for x, w in pairs:
-                    if between is not None: between()
-                    t0 = clock(); inner(x, w); each.append(clock() - t0)
-                return each
-            return once
-        return {"walk": make(None), "walk-small": make(lambda: torch.nn.functional.silu(small)),
-                "walk-1MiB": make(lambda: big.add_(0.0)), "walk-mid": make(lambda: (mid * 1.0).sum())}
-    def steady(once, ctx):
-        passes = []
-        while len(passes) < 12:
-            gap()
-            with ctx():
-                passes.append(once())
-            if len(passes) >= 6 and sum(passes[-1]) >= 0.97 * sum(passes[-2]): break
-        return np.array([(a + b) / 2 for a, b in zip(passes[-1], passes[-2])])
-    import contextlib
-    sig = None; runs = []
+    small, big, mid = torch.randn(conc, 256), torch.randn(1 << 18), torch.randn(conc * 8, 256)  # big: 1 MiB
+    befores = {"walk": None, "walk-small": lambda: torch.nn.functional.silu(small),
+               "walk-1MiB": lambda: big.add_(0.0), "walk-mid": lambda: (mid * 1.0).sum()}
+    sig, runs = None, []
     end = time.time() + seconds
     while time.time() < end:
-        recs.clear(); state["each"] = []
-        steps, drafting = run_at(trace, scheme, conc, model, drafters, prompts)
+        recs.clear()
+        state["each"] = []
+        run_at(trace, scheme, conc, model, drafters, prompts)
         each, state["each"] = state["each"], None
-        fwd = [each[i * n:(i + 1) * n] for i, (s, _) in enumerate(recs) if s == conc]
-        if sig is None:
-            sigs = [tuple(r for r, _ in f) for f in fwd]; sig = max(set(sigs), key=sigs.count)
-            pairs = [(torch.randn(r, m.shape[0]), m) for m, r in zip(mats, sig)]
-            vs = variants(pairs)
-        same = [f for f in fwd if tuple(r for r, _ in f) == sig]
-        cyc = {"insitu": np.median(np.array([[t for _, t in f] for f in same]), axis=0)}
-        for name, once in vs.items():
-            cyc[name] = steady(once, contextlib.nullcontext)
-        cyc["walk-inference"] = steady(vs["walk"], torch.inference_mode)
+        fwd = W.full_batch_forwards(each, recs, n, conc)
+        if sig is None:  # the commonest forward at the full batch
+            sigs = [W.rows_of(f) for f in fwd]
+            sig = max(set(sigs), key=sigs.count)
+            pairs = [(torch.randn(r, m.shape[0]), m) for m, r in zip(mats, sig)]  # x (rows, k), W.T (k, n)
+        same = [f for f in fwd if W.rows_of(f) == sig]
+        cyc = {"insitu": np.median(np.array([[t for _, t in f] for f in same]), axis=0)}  # (places,)
+        for name, before in befores.items():
+            cyc[name] = np.array(W.walk_times(pairs, inner, gap, before))
+        with torch.inference_mode():
+            cyc["walk-inference"] = np.array(W.walk_times(pairs, inner, gap))
         runs.append(cyc)
-        print("  " + ", ".join(f"{k} {v.sum()*1e3:.3f}" for k, v in cyc.items()), flush=True)
+        print("  " + ", ".join(f"{k} {v.sum() * 1e3:.3f}" for k, v in cyc.items()), flush=True)
     base = np.array([r["insitu"].sum() for r in runs])
     print(f"{len(runs)} cycles {label} at {conc}, rows {sig}")
     for k in runs[0]:
-        v = np.array([r[k].sum() for r in runs]); print(f"  {k:15} {np.median(v)*1e3:.3f} {np.median(v/base):.3f}")
+        v = np.array([r[k].sum() for r in runs])
+        print(f"  {k:15} {np.median(v) * 1e3:.3f} {np.median(v / base):.3f}")
         if k != "insitu":
             by = np.median(np.array([r[k] / r["insitu"] for r in runs]), axis=0)
             print("     by place " + " ".join(f"{b:.2f}" for b in by))
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     main(float(sys.argv[1]), sys.argv[2], int(sys.argv[3]))

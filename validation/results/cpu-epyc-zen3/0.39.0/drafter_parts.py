@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 import yaml
 
@@ -89,6 +90,7 @@ def main(seconds: float, root: Path, labels: list[str], concs: list[int]) -> Non
     import engine.runner as er
     from engine.runner import run_scheme
     from sim.workload import make_requests
+    from validation.draft_kinds import step_kinds
     from dataclasses import replace
     trace, model, drafters, prompts = family(labels, requests=max(4, *concs))
     priced = profile_trace(root.resolve())
@@ -119,12 +121,12 @@ def main(seconds: float, root: Path, labels: list[str], concs: list[int]) -> Non
 
     er.TimedPlanner.plan = t_plan
     er.TimedPlanner.timing = timed("handoff", timing, False)
-    base_draft = {}
+    patched: set = set()
 
     def d_plan(self, seqs, _plan=db.ModelDrafter.plan):
         cls = type(self)
-        if cls not in base_draft:
-            base_draft[cls] = cls.draft
+        if cls not in patched:
+            patched.add(cls)
 
             def draft(me, s, ks, _d=cls.draft):
                 depth["draft"] += 1
@@ -175,8 +177,8 @@ def main(seconds: float, root: Path, labels: list[str], concs: list[int]) -> Non
         steps.clear()
         cur.clear()
         run_scheme(trace, scheme, make_requests(wl, trace.seed), model, prompts=prompts, drafters=drafters)
-        return [s for prev, s in zip(steps, steps[1:])
-                if not (prev["prefill"] or s["prefill"]) and s.get("n") == c and "draft" in s]
+        admitted = step_kinds(np.array([s["prefill"] for s in steps]))
+        return [s for s, adm in zip(steps, admitted) if not adm and s.get("n") == c and "draft" in s]
 
     results = {(s.label, c): [] for s in trace.speculation for c in concs}
     end = time.time() + seconds

@@ -34,30 +34,18 @@ sys.path.insert(0, str(HERE.parent / "0.36.0"))
 import insitu as in_situ  # noqa: E402
 
 
-def forward_matrices(state, trace, scheme, model, drafters, prompts) -> list:
-    """The target's matrices as its first decode forward meets them (until one comes back)."""
-    state["record"] = []
-    run_at(trace, scheme, 1, model, drafters, prompts)
-    first, seen = [], set()
-    for b in state["record"]:
-        if b.data_ptr() in seen:
-            break
-        seen.add(b.data_ptr())
-        first.append(b)
-    state["record"] = None
-    return first
-
-
-def walk_times(pairs, inner, gap, tol: float = 0.03, least: int = 6, most: int = 12) -> list[float]:
+def walk_times(pairs, inner, gap, before=None, tol: float = 0.03, least: int = 6, most: int = 12) -> list[float]:
     """Each product's seconds in a steady pass over `pairs` ((x, W.T) each, `inner(x, W.T)`;
-    steady_time's rule on the pass's total), `gap` before each pass: the mean of the last two
-    passes, by place."""
+    steady_time's rule on the pass's total), `gap` before each pass and `before` (untimed, if
+    given) before each product: the mean of the last two passes, by place."""
     passes: list[list[float]] = []
     clock = time.perf_counter
     while len(passes) < most:
         gap()
         each = []
         for x, w in pairs:
+            if before is not None:
+                before()
             t0 = clock()
             inner(x, w)
             each.append(clock() - t0)
@@ -67,13 +55,25 @@ def walk_times(pairs, inner, gap, tol: float = 0.03, least: int = 6, most: int =
     return [(a + b) / 2 for a, b in zip(passes[-1], passes[-2])]
 
 
+def full_batch_forwards(each: list, recs: list, n: int, conc: int) -> list[list[tuple[int, float]]]:
+    """time_products' records of one run cut into forwards of `n` products ((rows, seconds) each),
+    those at the full batch `conc` kept."""
+    assert len(each) == n * len(recs), (len(each), len(recs))
+    return [each[i * n:(i + 1) * n] for i, (s, _) in enumerate(recs) if s == conc]
+
+
+def rows_of(forward) -> tuple[int, ...]:
+    """A forward's rows by place: its signature."""
+    return tuple(r for r, _ in forward)
+
+
 def main(seconds: float, label: str, conc: int) -> None:
     from validation.probes import matmul_probes
     from validation.timing import host_gap, steady_time
     trace, model, drafters, prompts = family([label], requests=conc)
     scheme = trace.speculation[0]
     state, recs, inner = in_situ.time_products(model, below=1 << 30)
-    mats = forward_matrices(state, trace, scheme, model, drafters, prompts)
+    mats = in_situ.forward_matrices(state, trace, scheme, model, drafters, prompts)
     n = len(mats)
     gap = host_gap(0.005)
     sig, probes, runs = None, None, []
@@ -83,10 +83,9 @@ def main(seconds: float, label: str, conc: int) -> None:
         state["each"] = []
         steps, drafting = run_at(trace, scheme, conc, model, drafters, prompts)
         each, state["each"] = state["each"], None
-        assert len(each) == n * len(recs), (len(each), len(recs))
-        fwd = [each[i * n:(i + 1) * n] for i, (s, _) in enumerate(recs) if s == conc]
+        fwd = full_batch_forwards(each, recs, n, conc)
         if sig is None:  # the commonest forward at the full batch: its rows by place
-            sigs = [tuple(r for r, _ in f) for f in fwd]
+            sigs = [rows_of(f) for f in fwd]
             sig = max(set(sigs), key=sigs.count)
             xs = {(m.shape[0], r): torch.randn(r, m.shape[0]) for m, r in zip(mats, sig)}  # x (rows, k) @ W.T (k, n)
             keys = sorted({(m.shape[0], m.shape[1], r) for m, r in zip(mats, sig)})
@@ -95,7 +94,7 @@ def main(seconds: float, label: str, conc: int) -> None:
                       for k, n_, r in keys}
             print(f"{label} at {conc}: the target's forward has {n} products; W.T (k, n) and rows by place "
                   f"{[(*m.shape, r) for m, r in zip(mats, sig)]}; {sigs.count(sig)} of {len(sigs)} forwards", flush=True)
-        same = [f for f in fwd if tuple(r for r, _ in f) == sig]
+        same = [f for f in fwd if rows_of(f) == sig]
         insitu = np.median(np.array([[t for _, t in f] for f in same]), axis=0)  # (places,)
         step = st.median(s - d for s, d in zip(steps, drafting))
         probe = sum(steady_time(fn, "cpu", between=gap) / (flops / (2 * r * k * n_)) * counts[(k, n_, r)]
