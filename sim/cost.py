@@ -160,12 +160,14 @@ class ForwardCost:
                            "lm": [(m.head_params / tp, matrix_curve(hw, m.hidden, m.vocab / tp, m.bytes_per_weight))]}
         self._parts: dict = {}
 
-    def __call__(self, w: Work) -> Cost:
+    def __call__(self, w: Work, scale: tuple[float, float] = (1.0, 1.0)) -> Cost:
+        """The pass's cost; `scale` multiplies the compute time of its layers' products and of its
+        LM head's (weights used again within a step: reuse_factor)."""
         tokens, lm = w.tokens, w.lm_tokens
-        scalar = type(tokens) is int and type(lm) is int
+        scalar = type(tokens) is int and type(lm) is int and scale == (1.0, 1.0)
         part = self._parts.get((tokens, lm)) if scalar else None
         if part is None:
-            part = self._token_part(tokens, lm)
+            part = self._token_part(tokens, lm, scale)
             if scalar:
                 if len(self._parts) > 100_000:
                     self._parts.clear()
@@ -241,13 +243,14 @@ class ForwardCost:
         t = sum(2.0 * p * r / np.interp(r, at, frac) for p, (at, frac) in mats) / self.fc
         return t if isinstance(rows, np.ndarray) else float(t)
 
-    def _token_part(self, tokens, lm_tokens):
-        """Everything but attention: it depends only on the token counts (cached for scalars)."""
+    def _token_part(self, tokens, lm_tokens, scale: tuple[float, float] = (1.0, 1.0)):
+        """Everything but attention: it depends only on the token counts (cached for scalars) and
+        `scale`, the factors on the compute time of the layers' products and the LM head's."""
         m, bw = self.model, self.bw
         act = tokens * self.act_per_tok
         f_dense = self.dense_flops_per_tok * tokens
         b_dense = self.dense_weight_bytes + act
-        c_dense = self._compute(f_dense, tokens, "dense")
+        c_dense = self._compute(f_dense, tokens, "dense") * scale[0]
         m_dense = (self.weight_stream * self.dense_weight_bytes + act) / bw
         dense, moe = self.dense, self.moe
         t = dense * _max(c_dense, m_dense) + self.launch + self.elementwise_time(tokens)
@@ -258,7 +261,7 @@ class ForwardCost:
             f_moe = self.moe_flops_per_tok * tokens
             w_moe = self.moe_attn_bytes + touched * self.expert_bytes
             b_moe = w_moe + act
-            c_moe = self._compute(f_moe, tokens, "attn", "expert", m.active_experts + m.shared_experts)
+            c_moe = self._compute(f_moe, tokens, "attn", "expert", m.active_experts + m.shared_experts) * scale[0]
             m_moe = (self.weight_stream * w_moe + act) / bw
             t = t + moe * _max(c_moe, m_moe)
             flops, nbytes = flops + moe * f_moe, nbytes + moe * b_moe
@@ -269,7 +272,7 @@ class ForwardCost:
             f_lm = self.lm_flops_per_tok * lm_tokens
             io_lm = self.logit_bytes * lm_tokens + self.embed_bytes_per_tok * tokens
             b_lm = self.lm_weight_bytes + io_lm
-            c_lm = self._compute(f_lm, lm_tokens, "lm")
+            c_lm = self._compute(f_lm, lm_tokens, "lm") * scale[1]
             m_lm = (self.weight_stream * self.lm_weight_bytes + io_lm) / bw
             t = t + _max(c_lm, m_lm) + LM_HEAD_KERNELS * self.hw.launch_s + self.logit_pass * lm_tokens
             flops, nbytes = flops + f_lm, nbytes + b_lm
@@ -329,6 +332,19 @@ def _curve(hw: HardwareSpec, weight_bytes: float, shape: tuple | None):
 def _shape_table(shapes: tuple) -> dict:
     """A gemm_shapes table as {(k, n): (rows (points,), fraction (points,))}."""
     return {kn: (np.array([r for r, _ in c], dtype=float), np.array([f for _, f in c])) for kn, c in shapes}
+
+
+REUSE_PARTS = ("first", "later_layer", "later_lm")
+
+
+def reuse_factor(hw: HardwareSpec, rows, part: str) -> float:
+    """The factor on the warm curves' price of a product of weights used again within a step
+    (hardware.gemm_reuse, `part` one of REUSE_PARTS) at `rows` rows; 1 where the profile has
+    none or the warm curves do not price the model (for_weights)."""
+    if not hw.gemm_reuse or not (hw.resident_bytes and hw.gemm_rows_warm):
+        return 1.0
+    col = 1 + REUSE_PARTS.index(part)
+    return float(np.interp(max(rows, 1), [r[0] for r in hw.gemm_reuse], [r[col] for r in hw.gemm_reuse]))
 
 
 def row_efficiency(hw: HardwareSpec, weight_bytes: float, rows, shape: tuple | None = None) -> float:

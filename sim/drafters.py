@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.cost import ACT_BYTES, Cost, ForwardCost, Work, compute_dtype, row_efficiency
+from sim.cost import ACT_BYTES, Cost, ForwardCost, Work, compute_dtype, reuse_factor, row_efficiency
 from sim.hardware import HardwareSpec
 from sim.models import ModelSpec
 
@@ -28,15 +28,16 @@ def mtp_module(target: ModelSpec) -> ModelSpec:
                    dense_layers=0 if target.experts else 1, mtp_modules=0)
 
 
-def linear_cost(d_in: int, d_out: int, tokens, model: ModelSpec, hw: HardwareSpec, tp: int, count: int = 1) -> Cost:
+def linear_cost(d_in: int, d_out: int, tokens, model: ModelSpec, hw: HardwareSpec, tp: int, count: int = 1,
+                scale: float = 1.0) -> Cost:
     """`count` weight matrices of d_in x d_out applied to `tokens` tokens (weights read once),
     each at its shape's (or size's) measured rate for that many rows (sim.cost.row_efficiency),
-    as the target's own matrices are priced."""
+    as the target's own matrices are priced; `scale` on their compute time (sim.cost.reuse_factor)."""
     params = count * d_in * d_out
     f = 2.0 * params * tokens / tp
     b = params * model.bytes_per_weight / tp + tokens * count * (d_in + d_out) * ACT_BYTES / tp
     eff = row_efficiency(hw, d_in * d_out * model.bytes_per_weight / tp, tokens, (d_in, d_out / tp))
-    c, m = f / (hw.peak(compute_dtype(model)) * hw.eta_compute * eff), b / (hw.mem_bw * hw.eta_memory)
+    c, m = f / (hw.peak(compute_dtype(model)) * hw.eta_compute * eff) * scale, b / (hw.mem_bw * hw.eta_memory)
     return Cost(time=max(c, m) + hw.launch_s, flops=f, bytes=b, compute_time=c, memory_time=m)
 
 
@@ -48,18 +49,19 @@ def add(*costs: Cost) -> Cost:
 
 def drafter_host_time(hw: HardwareSpec, n: int, rows, tree_levels: bool = False, catch_up: bool = False) -> float:
     """Host time of drafter passes over n sequences, `rows` the query rows of each pass: per pass
-    (pass_overhead_s), per sequence of the first pass (draft_seq_s) and of each later one
-    (draft_pass_seq_s; draft_seq_s where every pass catches up as a first pass does, `catch_up`:
-    MTP's modules, each with its own committed entries and features), and where the later passes
-    are tree levels (EAGLE's), per row of one beyond one per sequence (draft_node_s: the further
-    nodes the sequences expand; a chain has none, and a draft model's or MTP module's extra rows
-    are catch-up entries, not nodes)."""
+    (pass_overhead_s), the first pass's fixed part and per sequence (draft_first_s, draft_seq_s)
+    and each later one's (draft_pass_s, draft_pass_seq_s; the first pass's where every pass
+    catches up as a first pass does, `catch_up`: MTP's modules, each with its own committed
+    entries and features), and where the later passes are tree levels (EAGLE's), per row of one
+    beyond one per sequence (draft_node_s: the further nodes the sequences expand; a chain has
+    none, and a draft model's or MTP module's extra rows are catch-up entries, not nodes)."""
     if not rows:
         return 0.0
     later = rows[1:]
     extra = sum(max(0, r - n) for r in later) if tree_levels else 0
-    per_later = hw.draft_seq_s if catch_up else hw.draft_pass_seq_s
-    return len(rows) * hw.pass_overhead_s + n * (hw.draft_seq_s + len(later) * per_later) + extra * hw.draft_node_s
+    first = hw.draft_first_s + n * hw.draft_seq_s
+    per_later = first if catch_up else hw.draft_pass_s + n * hw.draft_pass_seq_s
+    return len(rows) * hw.pass_overhead_s + first + len(later) * per_later + extra * hw.draft_node_s
 
 
 def pass_rows(p, n: int) -> tuple[int, int, int]:
@@ -89,14 +91,24 @@ class PassPricer:
     MAX_COMPILED = 4096  # distinct (n, passes) kept; catch-up passes after admissions vary widely
 
     def __init__(self, spec: ModelSpec, hw: HardwareSpec, tp: int, fuse_input: bool = False, tree_levels: bool = False,
-                 catch_up: bool = False):
+                 catch_up: bool = False, shared_lm: bool = False, layers_again: bool = True):
         """fuse_input: an EAGLE/MTP drafter first projects [hidden; embedding] (2h) down to h;
         tree_levels: the later passes are tree levels; catch_up: every pass catches up as a first
-        pass does (drafter_host_time)."""
+        pass does (drafter_host_time); shared_lm: its LM head is the target's (EAGLE's, MTP's);
+        layers_again: every pass runs the same layers (not MTP's, a module each)."""
         self.fwd = ForwardCost(spec, hw, tp)
         self.spec, self.hw, self.tp, self.fuse, self.levels = spec, hw, tp, fuse_input, tree_levels
-        self.catch_up = catch_up
+        self.catch_up, self.shared_lm, self.layers_again = catch_up, shared_lm, layers_again
         self._compiled: dict[tuple, tuple] = {}
+
+    def scale(self, j: int, tok: int, lm: int) -> tuple[float, float]:
+        """Pass j's factors on its layers' and LM head's products (sim.cost.reuse_factor): the
+        first pass's LM head where it is the target's, used right after the target's forward;
+        a later pass's LM head, and its layers where every pass runs the same, used a pass before."""
+        hw = self.hw
+        if j == 0:
+            return 1.0, reuse_factor(hw, lm, "first") if self.shared_lm else 1.0
+        return (reuse_factor(hw, tok, "later_layer") if self.layers_again else 1.0), reuse_factor(hw, lm, "later_lm")
 
     def paths(self, j: int, n: int, tok: int, several: int, ctx_sum) -> dict:
         """Pass j's Work.mixed, multi_tokens and multi_kv at Σctx = ctx_sum: a catch-up pass's
@@ -120,8 +132,10 @@ class PassPricer:
         for j, (tok, lm, several) in enumerate(passes):
             w0 = fwd(Work(tok, n, 0, 0, lm))  # attention with no context: isolates the linear part
             w1 = fwd(Work(tok, n, max(1, tok // max(n, 1)), 1, lm))  # one more key per sequence's query
-            base = fwd._token_part(tok, lm)
-            t, f, b, c, m = t + base[0], f + base[1], b + base[2], c + base[3], m + base[4]
+            base = fwd._token_part(tok, lm)  # unscaled: the attention's part below is w0 less it
+            sc = self.scale(j, tok, lm)
+            part = fwd._token_part(tok, lm, sc) if sc != (1.0, 1.0) else base
+            t, f, b, c, m = t + part[0], f + part[1], b + part[2], c + part[3], m + part[4]
             at0, at1 = self.paths(j, n, tok, several, 0), self.paths(j, n, tok, several, 1)  # keys linear in Σctx
             t += fwd.query_host(tok, n, at0["mixed"])  # several query tokens per sequence (a tree level, a catch-up)
             t += fwd.fused_time(at0["multi_tokens"], at0["multi_kv"])
@@ -149,7 +163,7 @@ class PassPricer:
         for j, (tok, lm, several) in enumerate(rows):
             kv = ctx_sum + (j + 1) * n
             costs.append(self.fwd(Work(tok, n, kv * max(1, tok // max(n, 1)), kv, lm,
-                                       **self.paths(j, n, tok, several, ctx_sum))))
+                                       **self.paths(j, n, tok, several, ctx_sum)), self.scale(j, tok, lm)))
             if self.fuse:
                 h = self.spec.hidden
                 costs.append(linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp))
@@ -193,6 +207,7 @@ def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int
     h = target.hidden
     host = Cost(time=MEDUSA_OPS * (hw.op_s or hw.launch_s) + n * hw.draft_seq_s + hw.logit_s * heads * n * target.vocab,
                 flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
-    lm = (linear_cost(h, target.vocab, heads * n, target, hw, tp) if shared_lm_head
-          else linear_cost(h, target.vocab, n, target, hw, tp, count=heads))
+    # the target's LM head is used again right after the target's forward (sim.cost.reuse_factor)
+    lm = (linear_cost(h, target.vocab, heads * n, target, hw, tp, scale=reuse_factor(hw, heads * n, "first"))
+          if shared_lm_head else linear_cost(h, target.vocab, n, target, hw, tp, count=heads))
     return add(linear_cost(h, h, n, target, hw, tp, count=heads), lm, host)

@@ -80,6 +80,13 @@ class HardwareSpec:
     # family's decode of 16 sequences at 2,048 keys, 32 MiB a layer, gathered at 4.8 GB/s warm
     # against 2.8 cold); empty: kv_sizes at every size
     kv_sizes_warm: tuple = ()
+    # products of weights used again within a speculative step, over the warm curves' price at
+    # that many rows: ((rows, first, later_layer, later_lm), ...), rows ascending (interpolated,
+    # held beyond the ends): a drafter's first pass's LM head where it is the target's (used right
+    # after the target's forward), and every later pass's layer products and LM head (used a pass
+    # before). Applies where the warm curves price the model (resident_bytes); empty: 1 throughout
+    # (validation.reuse measures it; here 0.39-0.63 at one row, 0.66-0.89 at four)
+    gemm_reuse: tuple = ()
     # set by for_weights, not read from a profile: the served model's weights (bytes per device)
     # where they fit the last-level cache and warm curves apply, else 0
     resident_bytes: float = 0.0
@@ -94,11 +101,16 @@ class HardwareSpec:
     # others have one (a chain beside a sequence that drafted nothing, a prefill chunk beside
     # decodes: the CPU reference attends to the single queries in another call)
     mixed_query_s: float = 0.0
-    # host time per sequence of a step's first drafter pass (building its rows from the committed
-    # tokens and features, reading back its drafts) and of each later pass (a tree level or chain
-    # depth: the new rows only); a profile without draft_pass_seq_us charges draft_seq_us every pass,
-    # and so does an MTP chain, whose modules each catch up their own entries (sim/schemes/mtp.py)
+    # a drafter's host work around its passes (beyond each forward call's pass_overhead_s): per
+    # step's first pass (draft_first_s) and per sequence of it (building its rows from the committed
+    # tokens and features, reading back its drafts: draft_seq_s), and per later pass (a tree level or
+    # chain depth: the new rows only) and per sequence of it (draft_pass_s, draft_pass_seq_s); a
+    # profile without draft_pass_seq_us charges draft_seq_us every pass, and an MTP chain, whose
+    # modules each catch up their own entries (sim/schemes/mtp.py), a first pass's every pass
+    # (validation.drafter_host measures them)
+    draft_first_s: float = 0.0
     draft_seq_s: float = 0.0
+    draft_pass_s: float = 0.0
     draft_pass_seq_s: float = 0.0
     # host time per row of a later drafter pass beyond one per sequence (the further nodes of a
     # tree level a sequence expands: its features and logits picked out, its children's top-k;
@@ -238,7 +250,8 @@ class HardwareSpec:
                 "pass_overhead_us": self.pass_overhead_s * us, "index_check_us": self.index_check_s * us,
                 "multi_query_us": self.multi_query_s * us,
                 "batch_query_us": self.batch_query_s * us, "mixed_query_us": self.mixed_query_s * us,
-                "draft_seq_us": self.draft_seq_s * us, "draft_pass_seq_us": self.draft_pass_seq_s * us,
+                "draft_first_us": self.draft_first_s * us, "draft_seq_us": self.draft_seq_s * us,
+                "draft_pass_us": self.draft_pass_s * us, "draft_pass_seq_us": self.draft_pass_seq_s * us,
                 "draft_node_us": self.draft_node_s * us,
                 "ngram_call_us": self.ngram_call_s * us, "ngram_seq_us": self.ngram_seq_s * us,
                 "eta_attn": self.eta_attn,
@@ -251,14 +264,15 @@ class HardwareSpec:
                 "pack_node_us": self.pack_node_s * us, "speed_spell_ms": self.speed_spell_s * 1e3,
                 "speed_drift_ms": self.speed_drift_s * 1e3} | table \
             | ({"speed_rates": list(self.speed_rates)} if self.speed_rates else {}) \
-            | ({"speed_drift_rates": list(self.speed_drift_rates)} if self.speed_drift_rates else {})
+            | ({"speed_drift_rates": list(self.speed_drift_rates)} if self.speed_drift_rates else {}) \
+            | ({"gemm_reuse": [list(r) for r in self.gemm_reuse]} if self.gemm_reuse else {})
 
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "multi_query_us", "batch_query_us",
-         "mixed_query_us", "draft_seq_us", "draft_pass_seq_us", "draft_node_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
+         "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "draft_node_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
@@ -336,7 +350,9 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         multi_query_s=num("multi_query_us", 1e-6, hi=1e9),
         batch_query_s=num("batch_query_us", 1e-6, hi=1e9),
         mixed_query_s=num("mixed_query_us", 1e-6, hi=1e9),
+        draft_first_s=num("draft_first_us", 1e-6, hi=1e9),
         draft_seq_s=num("draft_seq_us", 1e-6, hi=1e9),
+        draft_pass_s=num("draft_pass_us", 1e-6, hi=1e9),
         draft_pass_seq_s=num("draft_pass_seq_us", 1e-6, hi=1e9),
         draft_node_s=num("draft_node_us", 1e-6, hi=1e9),
         ngram_call_s=num("ngram_call_us", 1e-6, hi=1e9),
@@ -359,6 +375,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         speed_spell_s=num("speed_spell_ms", 1e-3, hi=1e9),
         speed_drift_rates=_speed_rates(f["speed_drift_rates"]) if "speed_drift_rates" in f else None,
         speed_drift_s=num("speed_drift_ms", 1e-3, hi=1e9),
+        gemm_reuse=_reuse_rows(f["gemm_reuse"]) if "gemm_reuse" in f else None,
     )
     defaults = {f.name: f.default for f in fields(HardwareSpec) if f.default is not MISSING}  # the optional fields
     defaults |= dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,
@@ -383,6 +400,19 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         if spec[warm] and not spec["cache_bytes"]:
             raise at.error("needs `cache_mb` beside it (the last-level cache the warm curve fits in)")
     return HardwareSpec(**spec)
+
+
+def _reuse_rows(node: Node) -> tuple:
+    """`gemm_reuse: [[rows, first, later_layer, later_lm], ...]`: rows ascending, factors positive."""
+    items = node.seq(min_len=1, max_len=64)
+    out = []
+    for item in items:
+        row = item.seq(min_len=4, max_len=4)
+        rows = row[0].number(lo=1, hi=1e6)
+        if out and rows <= out[-1][0]:
+            raise row[0].error(f"rows must ascend: {rows:g} follows {out[-1][0]:g}")
+        out.append((rows, *(x.number(lo=0, lo_open=True, hi=100) for x in row[1:])))
+    return tuple(out)
 
 
 def _speed_rates(node: Node) -> tuple:

@@ -19,7 +19,7 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     0 and can read 0 on a loaded host (a test run beside others), so only their sign is checked."""
     m = measure(size_mb=16, gemm_n=128, repeats=2)
     for key in ("copy_bw", "stream_bw", "flops_fp32", "launch_s", "layer_s", "probe_layer_s", "step_s", "seq_s",
-                "alloc_op_s", "multi_query_s", "draft_seq_s", "draft_pass_seq_s", "draft_node_s", "pass_s", "index_check_s", "mixed_query_s",
+                "alloc_op_s", "multi_query_s", "draft_first_s", "draft_pass_s", "draft_seq_s", "draft_pass_seq_s", "draft_node_s", "pass_s", "index_check_s", "mixed_query_s",
                 "batch_query_s", "fused_query_s", "fused_key_s", "elementwise_s", "logit_s", "draft_logit_s",
                 "draft_cand_s", "tree_call_s", "tree_node_s", "pack_node_s", "ngram_call_s", "ngram_seq_s"):
         assert m[key] >= 0, key
@@ -52,6 +52,7 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     # each field to half a unit in the last place the profile writes (us, ns or a fraction)
     us1, us2, us3, ns3, ns4 = 0.5e-7, 0.5e-8, 0.5e-9, 0.5e-12, 0.5e-13
     for field, key, half in (("step_overhead_s", "step_s", us1), ("draft_seq_s", "draft_seq_s", us1),
+                             ("draft_first_s", "draft_first_s", us1), ("draft_pass_s", "draft_pass_s", us1),
                              ("draft_pass_seq_s", "draft_pass_seq_s", us1), ("draft_node_s", "draft_node_s", us2),
                              ("pass_overhead_s", "pass_s", us1), ("index_check_s", "index_check_s", us1),
                              ("mixed_query_s", "mixed_query_s", us1), ("fused_query_s", "fused_query_s", us3),
@@ -102,7 +103,7 @@ def test_ticks_run_the_cycle_a_few_probes_at_a_time():
     boot = cal.bootstrap(3)  # the figures of resampled calls: the same fields, their own values
     assert len(boot) == 3 and all(set(m) == set(cal.figures()) for m in boot)
     # paired probes give every figure of the pair from one call
-    assert {"forward1", "forward6", "verifies6", "engine16", "mtp1", "logits1024", "attn16x64c1024v", "attn4x128c0p", "layer6", "dpass5b16",
+    assert {"forward1", "forward6", "verifies6", "engine16", "dhost_mtp_b1", "logits1024", "attn16x64c1024v", "attn4x128c0p", "layer6", "dhost5b16",
             "unchecked1", "drafter1"} <= set(cal.samples)
 
 
@@ -239,25 +240,39 @@ def test_gather_curve_takes_rates_between_sizes():
     assert kv_size_curve({kv_key("kv", *size): t / 100 for size, t in zip(KV_SIZES, times)}, bw)[0][1] == 1.0
 
 
-def test_draft_pass_time_is_the_growth_per_sequence_per_extra_pass():
-    """draft_pass_seq_us: the deep chain's drafting grows per sequence beyond the one-pass chain's
-    by the extra passes' per-sequence cost; the first pass's and fixed costs cancel."""
-    from validation.host_probes import DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS, draft_pass_time
-    first, later, fixed = 50e-6, 35e-6, 700e-6
-    t = {f"dpass{d}b{b}": fixed * d + b * (first + (d - 1) * later) for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
-    assert draft_pass_time(t) == pytest.approx(later, rel=1e-9)
-    assert draft_pass_time({k: (0.0 if k.startswith(f"dpass{DRAFT_PASS_DEPTHS[1]}") else v) for k, v in t.items()}) == 0.0
-
-
-def test_draft_node_time_is_the_tree_beyond_the_chain_per_further_node():
-    """draft_node_us: the static tree's drafting beyond the chain's of the same depth and
-    sequences, per row its levels expand beyond one per sequence (2, 3, 4, 2 nodes: 7 a sequence)."""
-    from validation.host_probes import draft_node_rows, draft_node_time, DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS
+def test_drafter_host_figures_are_lines_through_the_probes_batch_sizes():
+    """A first pass's fixed part and part per sequence from the MTP probe's two batch sizes; a
+    later pass's from the deep chain's beyond the one-pass chain's, per extra pass; the tree's
+    beyond the deep chain's per further node (2, 3, 4, 2 nodes at its levels: 7 a sequence).
+    Each clamped at 0."""
+    from validation.drafter_host import DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS, draft_node_rows, drafter_host_figures
     assert draft_node_rows() == 7
-    b, node = DRAFT_PASS_SEQS[1], 17e-6
-    chain = {f"dpass{DRAFT_PASS_DEPTHS[1]}b{b}": 4e-3}
-    assert draft_node_time(chain | {"dnode": 4e-3 + b * 7 * node}) == pytest.approx(node, rel=1e-9)
-    assert draft_node_time(chain | {"dnode": 3e-3}) == 0.0
+    first, first_seq, later, later_seq, node = 250e-6, 70e-6, 120e-6, 35e-6, 13e-6
+    t = {f"dhost_mtp_b{b}": first + b * first_seq for b in DRAFT_PASS_SEQS}
+    t |= {f"dhost{d}b{b}": first + b * first_seq + (d - 1) * (later + b * later_seq)
+          for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
+    b, d = DRAFT_PASS_SEQS[1], DRAFT_PASS_DEPTHS[1]
+    t["dhost_node"] = t[f"dhost{d}b{b}"] + b * 7 * node
+    got = drafter_host_figures(t)
+    want = {"draft_first_s": first, "draft_seq_s": first_seq, "draft_pass_s": later, "draft_pass_seq_s": later_seq,
+            "draft_node_s": node}
+    assert got == pytest.approx(want, rel=1e-9)
+    flat = {k: 1e-3 for k in t}  # nothing grows: no part per sequence, pass or node; the fixed part all of it
+    assert drafter_host_figures(flat) == pytest.approx({"draft_first_s": 1e-3, "draft_seq_s": 0.0, "draft_pass_s": 0.0,
+                                                       "draft_pass_seq_s": 0.0, "draft_node_s": 0.0})
+
+
+def test_pass_clock_splits_the_drafters_passes_out_of_each_steps_drafting():
+    """The engine's EAGLE drafter on the probe model: every decode step's drafting holds its
+    passes (5 a step, a chain of 5) and host work beside them; a scheme without a drafter has none."""
+    from validation.host_probes import _decode_steps
+    cols = _decode_steps(2, "cpu", {"scheme": "eagle", "depth": 5}, 8, passes=True)
+    assert len(cols["draft_pass_time"]) == len(cols["draft_time"]) > 0
+    # (a step whose sequences have one token left drafts nothing: no pass)
+    assert (cols["draft_pass_time"] < cols["draft_time"]).all() and cols["draft_pass_time"][0] > 0
+    assert (cols["draft_pass_time"] > 0).sum() >= len(cols["draft_time"]) - 2
+    plain = _decode_steps(2, "cpu", {"scheme": "none"}, 8, passes=True)
+    assert (plain["draft_pass_time"] == 0).all()
 
 
 def test_logit_time_is_the_slope_over_the_vocabulary():
@@ -473,14 +488,14 @@ def test_a_resample_draws_each_probes_calls_and_keeps_a_pairs_calls_together():
     assert cal.samples["copy"] == [1.0, 2.0, 3.0, 4.0]  # the calls themselves untouched
 
 
-def test_probes_run_amid_their_context_and_the_profile_says_so():
+def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
     """With a context model the host-time probes' passes are followed by its traffic (the engine
     steps' and drafter passes' models wrapped, the paired forwards read between calls), its reads
     kept off their times, and the profile's header names it; without one, nothing is read."""
     from validation.calibrate import Calibration, context_model
     from validation.profile import write_profile
     cal = Calibration(size_mb=8, gemm_n=64, context=context_model("tiny"))
-    for k in ("forwards", "engine", "draft_passes", "verify_host"):
+    for k in ("forwards", "engine", "draft_host", "verify_host"):
         cal.probes[k]()
     assert cal.traffic.swept > 0
     cal.complete()
@@ -490,8 +505,19 @@ def test_probes_run_amid_their_context_and_the_profile_says_so():
     if cal.cache_bytes:  # the warm curves say how far apart their passes were timed
         from validation.calibrate import WARM_GAP_S
         assert f"weights in the last-level cache, passes {WARM_GAP_S * 1e3:g} ms apart" in text
+    # the replay of a step's order of products, where the context's weights fit the cache
+    fits = cal.cache_bytes and context_model("tiny").weight_bytes <= cal.cache_bytes
+    assert ("reuse" in cal.probes) == bool(fits)
+    if fits:
+        reuse = cal.figures()["gemm_reuse"]
+        assert [r[0] for r in reuse] == [1, 4] and all(0 < x < 10 for r in reuse for x in r[1:])
+        assert "\ngemm_reuse: " in text
+        path = tmp_path / "p.yaml"
+        path.write_text(text)
+        hw = hardware_from_node(Node(str(path), None, "hardware"), Path("."))
+        assert hw.gemm_reuse == tuple(tuple(r) for r in reuse)
     plain = Calibration(size_mb=8, gemm_n=64)
-    assert plain.traffic is None and plain.context is None
+    assert plain.traffic is None and plain.context is None and "reuse" not in plain.probes
     # the context's own matrices get matmul curves of their own, cold and (where they fit) warm
     from sim.cost import model_shapes
     # where its weights fit the last-level cache (it is priced on the warm curves), warm only
@@ -558,3 +584,23 @@ def test_cold_calls_touch_their_memory_before_the_sweep():
 
     t = cold_time(lambda: log.append("call"), Flush(), "cpu")
     assert log == ["call", "sweep", "call"] and t >= 0
+
+
+def test_reuse_figures_divide_the_replay_by_the_warm_curves_price():
+    """Each part's median over the warm shape curves' price of the same products at those rows
+    (2 k n r FLOPs at the curve's fraction of the peak, summed over a layer's matrices); a rows
+    value without its curves is left out."""
+    from sim.cost import model_shapes
+    from validation.calibrate import context_model
+    from validation.reuse import layer_shapes, reuse_figures
+    m, peak = context_model("tiny"), 1e11
+    curves = {f"{k}x{n}": [[1, 0.05], [4, 0.2]] for k, n in model_shapes(m)}
+
+    def price(shapes, r):
+        return sum(2.0 * k * n * r / ((0.05 if r == 1 else 0.2) * peak) for k, n in shapes)
+    lm, layer = price([(m.hidden, m.vocab)], 4), price(layer_shapes(m), 4)
+    t = {"reusefirst_lm4": 0.5 * lm, "reuselater_layer4": 0.8 * layer, "reuselater_lm4": 0.25 * lm,
+         "reusefirst_lm1": 1.0, "reuselater_layer1": 1.0, "reuselater_lm1": 1.0}
+    assert reuse_figures(t, m, curves, peak, (4,)) == [[4, 0.5, 0.8, 0.25]]
+    assert reuse_figures(t, m, {k: v for k, v in curves.items() if k != f"{m.hidden}x{m.vocab}"}, peak, (4,)) == []
+    assert len(layer_shapes(m)) == 4 and set(layer_shapes(m)) <= model_shapes(m)

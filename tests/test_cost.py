@@ -663,3 +663,92 @@ def test_drafter_products_run_at_their_rows_rate():
     at, frac = gemm_curve(curved.gemm_rows, 256 * 4096 * m.bytes_per_weight)
     assert float(np.interp(4, at, frac)) == pytest.approx(0.2)  # a 4 MiB matrix: the 4096 KiB curve
     assert linear_cost(256, 4096, 4, m, curved, 1, count=3).compute_time == pytest.approx(3 * f / peak / 0.2, rel=1e-9)
+
+
+def test_drafter_fixed_host_time_per_first_and_later_pass(tmp_path):
+    """draft_first_us is charged once a step (every pass of a catch-up chain, MTP's) and
+    draft_pass_us once per later pass, compiled and direct pricing alike; both round-trip."""
+    from sim.drafters import PassPricer
+    m = model("tiny")
+    base, fixed = device("cpu"), device("cpu", draft_first_us=200.0, draft_pass_us=70.0)
+    h2 = round_trip(fixed, tmp_path)
+    assert h2.draft_first_s == pytest.approx(200e-6) and h2.draft_pass_s == pytest.approx(70e-6)
+    for n, passes in ((1, (1, 1, 1)), (4, ((9, 4), 4)), (3, (5,))):
+        for how in ("__call__", "direct"):
+            for catch_up, want in ((False, 200e-6 + (len(passes) - 1) * 70e-6), (True, len(passes) * 200e-6)):
+                price = lambda hw: getattr(PassPricer(m, hw, 1, catch_up=catch_up), how)(n, 500, passes).time  # noqa: E731
+                assert price(fixed) - price(base) == pytest.approx(want, rel=1e-9), (how, catch_up)
+
+
+REUSE = ((1, 0.5, 0.4, 0.3), (16, 0.9, 0.8, 0.7))
+
+
+def resident(m):
+    """A CPU with measured curves serving `m` with its weights in the last-level cache (the warm
+    curves and gemm_reuse apply)."""
+    return device("cpu", gemm_rows=CURVES, gemm_rows_warm=CURVES, cache_mb=1e6).for_weights(m.weight_bytes)
+
+
+def test_reuse_factor_interpolates_by_rows_only_where_the_warm_curves_price():
+    from dataclasses import replace
+    from sim.cost import reuse_factor
+    m = model("tiny")
+    hw = resident(m)
+    assert hw.resident_bytes > 0
+    with_reuse = replace(hw, gemm_reuse=REUSE)
+    assert reuse_factor(hw, 1, "first") == 1.0  # no table
+    assert reuse_factor(with_reuse, 1, "first") == pytest.approx(0.5)
+    assert reuse_factor(with_reuse, 16, "later_lm") == pytest.approx(0.7)
+    assert reuse_factor(with_reuse, 6, "later_layer") == pytest.approx(0.4 + (0.8 - 0.4) * 5 / 15)
+    assert reuse_factor(with_reuse, 64, "first") == pytest.approx(0.9)  # held beyond the ends
+    assert reuse_factor(replace(with_reuse, resident_bytes=0.0), 1, "first") == 1.0  # read from memory: no reuse
+
+
+def test_passes_price_reused_products_by_the_reuse_factors():
+    """A shared LM head pays `first` in a step's first pass; later passes pay `later_lm` on the
+    LM head and `later_layer` on the layers' products where every pass runs the same layers (not
+    an MTP chain's modules); the draft model's own LM head pays nothing in its first pass.
+    Compiled and direct pricing agree; only the products' compute time moves."""
+    from dataclasses import replace
+    from sim.drafters import PassPricer
+    m = model("tiny")
+    hw = resident(m)
+    reuse = replace(hw, gemm_reuse=REUSE)
+    one = replace(hw, gemm_reuse=tuple((r, 1.0, 1.0, 1.0) for r, *_ in REUSE))
+    # the passes' products alone: ForwardCost's token part with and without the factors
+    from sim.cost import ForwardCost
+    fwd = ForwardCost(m, hw)
+
+    def products(tok, lm, sc):
+        return fwd._token_part(tok, lm, sc)[0] - fwd._token_part(tok, lm, (0.0, 0.0))[0]
+    n, passes = 1, (1, 1, 1)
+    for shared, again in ((True, True), (True, False), (False, True)):
+        want = products(1, 1, (1.0, 0.5 if shared else 1.0)) - products(1, 1, (1.0, 1.0))
+        want += 2 * (products(1, 1, (0.4 if again else 1.0, 0.3)) - products(1, 1, (1.0, 1.0)))
+        for how in ("__call__", "direct"):
+            price = lambda h: getattr(PassPricer(m, h, 1, shared_lm=shared, layers_again=again), how)(n, 500, passes)  # noqa: E731
+            assert price(reuse).time - price(one).time == pytest.approx(want, rel=1e-6), (shared, again, how)
+            assert price(reuse).flops == pytest.approx(price(one).flops)
+        assert want < 0
+    assert PassPricer(m, reuse, 1, shared_lm=True)(4, 900, ((9, 4), 4, 4)).time == pytest.approx(
+        PassPricer(m, reuse, 1, shared_lm=True).direct(4, 900, ((9, 4), 4, 4)).time, rel=1e-9)
+
+
+def test_schemes_say_which_weights_their_drafters_use_again():
+    """EAGLE, EAGLE-2 and MTP share the target's LM head (engine/drafting/heads.py: the head's
+    model ties it to the target's embedding, as the target's own); an MTP chain runs a module a
+    pass; the draft model has its own weights and runs them every pass."""
+    from sim.schemes import MTP, DraftModel, Eagle, Eagle2
+    assert (Eagle.shared_lm, Eagle2.shared_lm, MTP.shared_lm, DraftModel.shared_lm) == (True, True, True, False)
+    assert (Eagle.layers_again, Eagle2.layers_again, MTP.layers_again, DraftModel.layers_again) == (True, True, False, True)
+
+
+def test_gemm_reuse_round_trips_and_bad_tables_are_refused(tmp_path):
+    from dataclasses import replace
+    from sim.errors import SpecError
+    h = replace(device("cpu"), gemm_reuse=REUSE)
+    assert round_trip(h, tmp_path).gemm_reuse == REUSE
+    for bad, what in (([[4, 0.5, 0.5, 0.5], [1, 0.5, 0.5, 0.5]], "rows must ascend"), ([[1, 0.5, 0.5]], "at least 4"),
+                      ([[1, 0.0, 0.5, 0.5]], r"gemm_reuse\[0\]\[1\]: expected a number > 0")):
+        with pytest.raises(SpecError, match=what):
+            device("cpu", gemm_reuse=bad)

@@ -54,16 +54,16 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   and 2 decoding, less that of the 4 verifying -> `mixed_query_us` (the reference attends to
   the single queries in a call of their own: a batch in which some sequence drafted nothing,
   or a prefill chunk beside decodes); the
-  growth per sequence of a speculative step (one MTP module, batch 1 and 16) beyond a decode
-  step's -> `draft_seq_us` (per sequence of a step's first drafter pass); the engine's EAGLE
-  drafter (random) drafting chains of 1 and 5 at batch 1 and 16, its drafting time's growth
-  per sequence per extra pass -> `draft_pass_seq_us` (30-49 us here, against 92-123 us for
-  draft_seq_us: a depth-5 EAGLE chain at concurrency 32 had read +31% drafting, a 4-deep draft
-  model +46%, with every pass charged draft_seq_us); the same drafter drafting a 16-node static
-  tree as deep as the 5-deep chain (its levels expand 2, 3, 4 and 2 nodes) at batch 16, its
-  drafting beyond the chain's per further node expanded -> `draft_node_us` (EAGLE's tree levels:
-  each such node's features and logits picked out and its children ranked; without it the
-  family's 32-node EAGLE tree at concurrency 32 drafted 18% slower than priced, EAGLE-2 25%);
+  drafters' host work around their passes (validation.drafter_host: each step's drafting less
+  its drafter forward calls and input projections): one MTP module at batch 1 and 16 -> a
+  step's first pass's fixed part `draft_first_us` and per sequence `draft_seq_us`; the engine's
+  EAGLE drafter (random) drafting chains of 1 and 5 at batch 1 and 16, per extra pass ->
+  `draft_pass_us` and per sequence `draft_pass_seq_us`; the same drafter drafting a 16-node static
+  tree as deep as the 5-deep chain (its levels expand 2, 3, 4 and 2 nodes) at batch 16, beyond
+  the chain per further node expanded -> `draft_node_us` (EAGLE's tree levels: each such node's
+  features and logits picked out and its children ranked). Until 0.40.0 these were whole
+  drafting times' (and a whole MTP step's) growth per sequence, with no fixed part: the
+  family's drafters' host work read 0.44-0.52 of the engine's at one sequence, 1.01-1.34 at 16;
   the engine's prompt lookup (K = 4, trigrams) in decode steps of 1 and 16 sequences after
   128-token prompts: its drafting time's growth per sequence -> `ngram_seq_us`, the rest of the
   1-sequence step's -> `ngram_call_us` (`validation.host_probes.ngram_probe`; the scheme's
@@ -191,8 +191,10 @@ import torch  # noqa: E402
 
 from engine.host_memory import retain_freed_memory  # noqa: E402
 from sim.speed import drift_of, spread_of  # noqa: E402
+from validation.drafter_host import drafter_host_figures, drafter_host_probe  # noqa: E402
+from validation.reuse import REUSE_ROWS, REUSE_STEPS, reuse_figures, reuse_probe  # noqa: E402
 from validation.host_probes import (allocator_op, draft_cand_time, draft_logit_probe, draft_logit_time,
-                                    draft_node_time, draft_pass_probe, draft_pass_time, draft_tree_probe,
+                                    draft_tree_probe,
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
                                     layer_time, logit_probe, logit_time, LOGIT_VOCABS, ngram_probe, ngram_times, pass_fixed_time, SPEED_BLOCK_S, speed_probe,
                                     SPEED_WINDOW_S, verify_host_figures, verify_host_probe, VERIFY_SEQS)  # noqa: E402
@@ -339,9 +341,12 @@ class Calibration:
         if device == "cpu":  # real-sized layers and their products, interleaved apart from the hidden-64
             # forwards (a small forward right after their 18 MB of products read 0.2 ms slower)
             probes["layers"] = paired(layer_probes(1, device) | layer_probes(DEEP, device), 10)
-        probes["engine"] = lambda: {f"{name}{k}": engine_step(k, device, scheme, traffic)
-                                    for name, scheme in (("engine", "none"), ("mtp", "mtp")) for k in (1, 16)}
-        probes["draft_passes"] = lambda: draft_pass_probe(device, traffic)
+        probes["engine"] = lambda: {f"engine{k}": engine_step(k, device, traffic) for k in (1, 16)}
+        probes["draft_host"] = lambda: drafter_host_probe(device, traffic)
+        # a speculative step's order of products, where the context model's warm curves price it
+        self.reuse_rows = (1, 4) if small else REUSE_ROWS
+        if device == "cpu" and self.context is not None and self.cache_bytes and self.context.weight_bytes <= self.cache_bytes:
+            probes["reuse"] = reuse_probe(self.context, device, self.reuse_rows, 5 if small else REUSE_STEPS)
         probes["ngram"] = lambda: ngram_probe(device, traffic)
         def cold(fn):
             return lambda: cold_time(fn, flush, device)
@@ -464,9 +469,8 @@ class Calibration:
                 "seq_s": per_seq, "step_s": max(0.0, t["engine1"] - per_layer - per_seq),
                 "pass_s": max(0.0, t["drafter1"] - per_layer),
                 "index_check_s": max(0.0, t["forward1"] - t["unchecked1"]),
-                "multi_query_s": max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer),
-                "draft_seq_s": max(0.0, (t["mtp16"] - t["mtp1"]) / 15 - per_seq),
-                "draft_pass_seq_s": draft_pass_time(t), "draft_node_s": draft_node_time(t)}
+                "multi_query_s": max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer)}
+        out |= drafter_host_figures(t)
         batched = (t[f"verifies{DEEP}"] - t["verifies1"] - t[f"decodes{DEEP}"] + t["decodes1"]) / (DEEP - 1)
         out["batch_query_s"] = max(0.0, batched - out["multi_query_s"])
         # half the sequences verifying, half decoding, against all verifying: per layer
@@ -483,6 +487,8 @@ class Calibration:
                 for (*size, m), (_, flops) in probes.items():
                     table.setdefault(curve_label(size), []).append([m, round(flops / (t[(key, *size, m)] * peak), 4)])
                 out[name] = table
+        out["gemm_reuse"] = reuse_figures(t, self.context, out.get("gemm_shapes_warm", {}), peak, self.reuse_rows) \
+            if "reuse" in self.probes else []
         out["cache_bytes"] = self.cache_bytes
         out["warm_gap_s"] = WARM_GAP_S  # the host work between two passes of the warm curves
         tr = self.traffic  # the memory traffic the host-time probes ran amid (validation.traffic)

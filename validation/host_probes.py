@@ -9,6 +9,7 @@ import statistics
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from kernels.backend import default_backend
@@ -258,66 +259,11 @@ def pass_fixed_time(measured_s: float, layer_s: float) -> float:
     return max(0.0, measured_s - LM_HEAD_KERNELS * layer_s / KERNELS_PER_LAYER)
 
 
-def engine_step(batch: int, device: str, scheme: str = "none", traffic=None) -> float:
+def engine_step(batch: int, device: str, traffic=None) -> float:
     """Mean decode-step duration of the engine (its own clock) on a 1-layer tiny random model,
-    `batch` sequences decoding 48 tokens each after a 16-token prompt, with `scheme` (mtp: one
-    module drafting one token per step), amid `traffic` (validation.traffic.Traffic) if given."""
-    entry = {"scheme": scheme} | ({"depth": 1} if scheme == "mtp" else {})
-    return float(statistics.mean(_decode_steps(batch, device, entry, 48, traffic)["duration"]))
-
-
-DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS = (1, 5), (1, 16)
-
-
-# a static tree as deep as the deep chain, expanding 2, 3, 4 and 2 nodes at its levels 1-4
-DRAFT_NODE_PROBS, DRAFT_NODE_NODES = [[0.7, 0.2]] * DRAFT_PASS_DEPTHS[1], 16
-
-
-def draft_pass_probe(device: str, traffic=None) -> dict:
-    """The engine's EAGLE drafter (a random head on engine_step's model) drafting chains of
-    DRAFT_PASS_DEPTHS' depths (1 pass a step, and 5: the root pass and 4 more) for
-    DRAFT_PASS_SEQS' sequences: {"dpass{depth}b{seqs}": mean drafting time of a decode step (the
-    engine times its planner's call)}; and the greedy static tree of DRAFT_NODE_NODES nodes for
-    DRAFT_NODE_PROBS, as deep as the deep chain, for the most sequences: "dnode"
-    (draft_node_time). Random drafts are rejected, so every step drafts the whole chain or tree
-    (draft_pass_time). Amid `traffic` (validation.traffic.Traffic) if given."""
-    out = {f"dpass{d}b{b}": float(statistics.mean(
-        _decode_steps(b, device, {"scheme": "eagle", "depth": d}, 24, traffic)["draft_time"]))
-           for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
-    tree = {"scheme": "eagle", "depth": DRAFT_PASS_DEPTHS[1], "tree": DRAFT_NODE_NODES,
-            "acceptance": {"rank_depth": DRAFT_NODE_PROBS}}
-    out["dnode"] = float(statistics.mean(_decode_steps(DRAFT_PASS_SEQS[1], device, tree, 24, traffic)["draft_time"]))
-    return out
-
-
-def draft_pass_time(t: dict) -> float:
-    """Host time per sequence of each drafter pass after a step's first, from draft_pass_probe's
-    times: the growth per sequence of the deep chain's drafting beyond the one-pass chain's,
-    per extra pass (never negative). Here 30-49 us, against 40-50 us a sequence for the first
-    pass and 92-123 us that a speculative step grows by per sequence (draft_seq_us)."""
-    (d0, d1), (b0, b1) = DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS
-    grow = (t[f"dpass{d1}b{b1}"] - t[f"dpass{d1}b{b0}"]) - (t[f"dpass{d0}b{b1}"] - t[f"dpass{d0}b{b0}"])
-    return max(0.0, grow / (b1 - b0) / (d1 - d0))
-
-
-def draft_node_rows() -> int:
-    """Rows of draft_pass_probe's static tree's later passes beyond one per sequence a pass, per
-    sequence: the nodes each level expands, less one (its levels 1-4 expand 2, 3, 4, 2: 7)."""
-    depth = DRAFT_PASS_DEPTHS[1]
-    levels = T.expanding(T.greedy_static_tree(DRAFT_NODE_PROBS, DRAFT_NODE_NODES, depth), depth)
-    assert all(levels), "the probe's tree must expand a node at every level, as the chain does"
-    return sum(e - 1 for e in levels)
-
-
-def draft_node_time(t: dict) -> float:
-    """Host time per further node a drafter pass expands (a tree level's rows beyond one per
-    sequence), from draft_pass_probe's times: the static tree's drafting beyond the chain's of the
-    same depth and sequences, per such row (never negative). The tiny model's products and
-    logits for those rows are a few percent of it. 17 us on a Xeon VM (2026-12-01), where the
-    deep chain's later passes cost 28 us a sequence (draft_pass_seq_us); 52 us (and 106 us) on
-    the third VM's, four times slower (validation/results/cpu-epyc-8m)."""
-    b = DRAFT_PASS_SEQS[1]
-    return max(0.0, (t["dnode"] - t[f"dpass{DRAFT_PASS_DEPTHS[1]}b{b}"]) / (b * draft_node_rows()))
+    `batch` sequences decoding 48 tokens each after a 16-token prompt, amid `traffic`
+    (validation.traffic.Traffic) if given."""
+    return float(statistics.mean(_decode_steps(batch, device, {"scheme": "none"}, 48, traffic)["duration"]))
 
 
 NGRAM_SEQS, NGRAM_PROMPT = (1, 16), 128  # the family's traces' prompts: lookups over 128-176 tokens
@@ -343,16 +289,20 @@ def ngram_times(t: dict) -> tuple[float, float]:
     return max(0.0, t[f"ngram{b0}"] - b0 * per_seq), per_seq
 
 
-def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=None, prompt: int = 16) -> dict:
+def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=None, prompt: int = 16,
+                  passes: bool = False) -> dict:
     """The step columns (numpy arrays) of the decode steps with every sequence in them, of the
     engine on a 1-layer tiny random model (hidden 64), `batch` sequences decoding `tokens` tokens
     each after a `prompt`-token prompt with the speculation `entry`; with `traffic`, every target and
-    drafter pass followed by its read and the engine timed on its clock (the reads left out)."""
+    drafter pass followed by its read and the engine timed on its clock (the reads left out); with
+    `passes`, a column "draft_pass_time": the seconds of the step's drafter passes and input
+    projections within its draft_time (validation.drafter_host.PassClock)."""
     import tempfile
 
     import yaml
 
     from engine.checkpoint import resolve
+    from validation.drafter_host import PassClock
     from engine.runner import run_scheme
     from sim.spec import load_trace
     from sim.workload import make_requests
@@ -377,9 +327,16 @@ def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=Non
         traffic.wrap(model)
         traffic.wrap_drafters(drafters)
         clock = traffic.clock
+    timer = PassClock(clock) if passes else None
+    if timer is not None:
+        timer.wrap(model, drafters)
     res = run_scheme(trace, trace.speculation[0], make_requests(trace.workload, trace.seed), model,
                      drafters=drafters, clock=clock)
     cols = res.result.steps.columns()
+    if timer is not None:
+        steps = timer.steps[1:]  # the first target pass is the runner's untimed warm-up, before any step
+        assert len(steps) == len(cols["draft_time"]), "one target pass a step"
+        cols["draft_pass_time"] = np.asarray(steps)
     keep = (cols["batch_size"] == batch) & (cols["prefill_tokens"] == 0)
     return {k: v[keep] for k, v in cols.items()}
 

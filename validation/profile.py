@@ -26,7 +26,8 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # {m['multi_query_s'] * 1e6:.0f} us more per layer to verify
 # ({m['batch_query_s'] * 1e6:.0f} us more where several sequences verify, {m['mixed_query_s'] * 1e6:.0f} us more
 # where others beside them decode),
-# {m['draft_seq_s'] * 1e6:.0f} us per sequence of a step's first drafter pass, {m['draft_pass_seq_s'] * 1e6:.0f} us of each later one,
+# drafters' host work around their passes: a step's first {m['draft_first_s'] * 1e6:.0f} us and {m['draft_seq_s'] * 1e6:.0f} us per sequence,
+# each later one {m['draft_pass_s'] * 1e6:.0f} us and {m['draft_pass_seq_s'] * 1e6:.0f} us per sequence,
 # {m['draft_node_s'] * 1e6:.1f} us per further node a tree level expands;
 # prompt lookup {m['ngram_call_s'] * 1e6:.0f} us per step and {m['ngram_seq_s'] * 1e6:.1f} us per sequence;
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
@@ -80,11 +81,14 @@ index_check_us: {m['index_check_s'] * 1e6:.1f}
 multi_query_us: {m['multi_query_s'] * 1e6:.1f}
 batch_query_us: {m['batch_query_s'] * 1e6:.1f}
 mixed_query_us: {m['mixed_query_s'] * 1e6:.1f}
+draft_first_us: {m['draft_first_s'] * 1e6:.1f}
 draft_seq_us: {m['draft_seq_s'] * 1e6:.1f}
+draft_pass_us: {m['draft_pass_s'] * 1e6:.1f}
 draft_pass_seq_us: {m['draft_pass_seq_s'] * 1e6:.1f}
 draft_node_us: {m['draft_node_s'] * 1e6:.2f}
 ngram_call_us: {m['ngram_call_s'] * 1e6:.1f}
 ngram_seq_us: {m['ngram_seq_s'] * 1e6:.2f}
+{_reuse_yaml(m.get('gemm_reuse'))}
 """ + _gemm_rows_yaml("gemm_rows", m.get("gemm_rows"), "weights read from memory") \
         + _gemm_rows_yaml("gemm_rows_warm", m.get("gemm_rows_warm"),
                           f"weights in the last-level cache, passes {m.get('warm_gap_s', 0) * 1e3:g} ms apart") \
@@ -92,6 +96,15 @@ ngram_seq_us: {m['ngram_seq_s'] * 1e6:.2f}
         + _gemm_rows_yaml("gemm_shapes_warm", m.get("gemm_shapes_warm"), "weights in the last-level cache",
                           "matrix shape (k x n)") \
         + (f"cache_mb: {m['cache_bytes'] / 2**20:g}  # the last-level cache\n" if m.get("cache_bytes") else "")
+
+
+def _reuse_yaml(rows) -> str:
+    """The profile's gemm_reuse line (validation.reuse), or a comment where none was measured."""
+    if not rows:
+        return "# gemm_reuse: none measured (a drafter's products at the warm curves' price)"
+    return ("# products used again within a step over the warm curves' price (validation.reuse): rows, the first\n"
+            "# drafter pass's LM head shared with the target, the later passes' layer and LM head\n"
+            f"gemm_reuse: {[list(r) for r in rows]}")
 
 
 def _context_note(context) -> str:

@@ -103,6 +103,8 @@ class ModelDraftScheme(SpecScheme):
 
     tree_levels = False  # its later passes are tree levels: rows beyond one per sequence are further nodes
     catch_up = False  # every pass catches up as a first pass does (sim.drafters.drafter_host_time)
+    shared_lm = False  # its LM head is the target's (sim.drafters.PassPricer.scale)
+    layers_again = True  # every pass runs the same layers (an MTP chain runs a module each)
 
     def passes(self, n: int, depth: int, tree: tuple[int, ...], fresh: int, first: int, several: int) -> list:
         """The drafter's passes in one step: query rows, or (query rows, LM-head rows), or (query
@@ -122,7 +124,7 @@ class ModelDraftScheme(SpecScheme):
     def drafter(self, trace):
         spec, fuse = self.drafter_spec()
         price = PassPricer(spec, trace.hardware.drafter(), trace.tp, fuse_input=fuse, tree_levels=self.tree_levels,
-                           catch_up=self.catch_up)
+                           catch_up=self.catch_up, shared_lm=self.shared_lm, layers_again=self.layers_again)
         passes = self.passes
         return lambda n, ctx, depth, tree, fresh, first, several: price(n, ctx, passes(n, depth, tree, fresh, first, several))
 

@@ -19,6 +19,7 @@ from sim.specio import Node
 class Eagle(ModelDraftScheme):
     name = "eagle"
     tree_levels = True
+    shared_lm = True  # the target's LM head (engine/drafting/heads.py)
     tree_nodes: int | None = None
     head: ModelSpec | None = None
 

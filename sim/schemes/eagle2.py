@@ -17,6 +17,7 @@ from sim.specio import Node
 class Eagle2(ModelDraftScheme):
     name = "eagle2"
     tree_levels = True
+    shared_lm = True  # the target's LM head (engine/drafting/heads.py)
     topk: int = 8
     tree_tokens: int = 60
     head: ModelSpec | None = None

@@ -22,6 +22,8 @@ class MTP(ModelDraftScheme):
     # module 2's pass read 362 us a sequence added from 1 to 16, 301 us priced
     # (validation/results/cpu-epyc-zen3/0.36.0/chain_passes.txt)
     catch_up = True
+    shared_lm = True  # the target's LM head (engine/drafting/heads.py)
+    layers_again = False  # module k runs pass k
 
     @classmethod
     def from_node(cls, node: Node, model: ModelSpec, base_dir: Path) -> "MTP":

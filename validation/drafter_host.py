@@ -1,0 +1,116 @@
+"""The drafters' host work around their forward passes, for the calibration (validation/calibrate.py).
+
+A model drafter's step is its forward passes, which the cost model prices as it prices the
+target's (sim.cost.ForwardCost: launches, elementwise passes, products, attention, and
+pass_overhead_us a call), its input projection (sim.drafters.linear_cost), and host work around
+them: laying out each pass's rows, picking and ranking the drafts, bookkeeping, the hand-off of
+the target's features. The probes here run the engine's own drafters on a 1-layer tiny random
+model (validation.host_probes._decode_steps), time every drafter forward call and input
+projection inside each step's drafting (PassClock), and keep the rest: the host work alone.
+Until 0.40.0 the calibration took whole drafting times (and a whole MTP step's growth per
+sequence), whose growth per sequence includes the forwards' own, which the cost model prices
+again, and no fixed part a pass beyond the bare call's: on the family at one sequence the
+drafters' host work was priced 0.44-0.52 of the engine's, at sixteen 1.01-1.34
+(validation/results/cpu-epyc-zen3/0.39.0/drafter_parts.txt).
+
+The figures (drafter_host_figures), each a line through a probe's two batch sizes:
+- a step's first pass (one MTP module drafting one token a step, 1 and 16 sequences): its fixed
+  part `draft_first_us` and per sequence `draft_seq_us`;
+- each later pass (the engine's EAGLE head drafting chains of 1 and 5): fixed `draft_pass_us`,
+  per sequence `draft_pass_seq_us`;
+- per further node a tree level expands (a static tree as deep as the 5-chain, at 16 sequences,
+  beyond the chain): `draft_node_us`.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+from sim import trees as T
+
+DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS = (1, 5), (1, 16)
+# a static tree as deep as the deep chain, expanding 2, 3, 4 and 2 nodes at its levels 1-4
+DRAFT_NODE_PROBS, DRAFT_NODE_NODES = [[0.7, 0.2]] * DRAFT_PASS_DEPTHS[1], 16
+PROBE_TOKENS = 24  # tokens each probe sequence decodes
+
+
+class PassClock:
+    """Seconds of the drafters' forward calls and input projections, step by step: `wrap` times
+    them on `clock` and closes a step at each target forward (a step's drafting precedes its
+    target pass), so `steps[i]` belongs to the engine's i-th step."""
+
+    def __init__(self, clock=time.perf_counter):
+        self.clock, self.cur, self.steps = clock, 0.0, []
+
+    def _timed(self, fn):
+        def call(*args, **kwargs):
+            t0 = self.clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.cur += self.clock() - t0
+        return call
+
+    def wrap(self, model, drafters) -> None:
+        """Time `drafters`' passes (engine.drafting.heads.Drafters; Medusa's heads are no pass)
+        and close a step at each of `model`'s (the target's) forwards."""
+        inner = model.forward
+
+        def forward(*args, **kwargs):
+            self.steps.append(self.cur)
+            self.cur = 0.0
+            return inner(*args, **kwargs)
+        model.forward = forward
+        if drafters is None:
+            return
+        for head in [drafters.eagle, *drafters.mtp]:
+            if head is not None:
+                head.model.forward = self._timed(head.model.forward)
+                head.inputs = self._timed(head.inputs)
+        if drafters.draft is not None:
+            drafters.draft.forward = self._timed(drafters.draft.forward)
+
+
+def drafter_host_probe(device: str, traffic=None) -> dict:
+    """Mean host work of a decode step's drafting (its draft_time less the drafter's passes and
+    input projections, PassClock), amid `traffic` if given: "dhost_mtp_b{seqs}" one MTP module,
+    "dhost{depth}b{seqs}" EAGLE chains of DRAFT_PASS_DEPTHS, both for DRAFT_PASS_SEQS' sequences;
+    "dhost_node" the static tree of DRAFT_NODE_NODES nodes for DRAFT_NODE_PROBS, as deep as the
+    deep chain, for the most sequences. Random drafts are rejected, so every step drafts the whole
+    chain or tree."""
+    from validation.host_probes import _decode_steps
+
+    def host(seqs: int, entry: dict) -> float:
+        cols = _decode_steps(seqs, device, entry, PROBE_TOKENS, traffic, passes=True)
+        return float(statistics.mean(cols["draft_time"] - cols["draft_pass_time"]))
+
+    out = {f"dhost_mtp_b{b}": host(b, {"scheme": "mtp", "depth": 1}) for b in DRAFT_PASS_SEQS}
+    out |= {f"dhost{d}b{b}": host(b, {"scheme": "eagle", "depth": d}) for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
+    tree = {"scheme": "eagle", "depth": DRAFT_PASS_DEPTHS[1], "tree": DRAFT_NODE_NODES,
+            "acceptance": {"rank_depth": DRAFT_NODE_PROBS}}
+    out["dhost_node"] = host(DRAFT_PASS_SEQS[1], tree)
+    return out
+
+
+def draft_node_rows() -> int:
+    """Rows of the probe's static tree's later passes beyond one per sequence a pass, per
+    sequence: the nodes each level expands, less one (its levels 1-4 expand 2, 3, 4, 2: 7)."""
+    depth = DRAFT_PASS_DEPTHS[1]
+    levels = T.expanding(T.greedy_static_tree(DRAFT_NODE_PROBS, DRAFT_NODE_NODES, depth), depth)
+    assert all(levels), "the probe's tree must expand a node at every level, as the chain does"
+    return sum(e - 1 for e in levels)
+
+
+def drafter_host_figures(t: dict) -> dict:
+    """The profile's drafter host fields (seconds, never negative) from drafter_host_probe's
+    times `t`: a line through each probe's two batch sizes gives a pass's fixed part and its
+    part per sequence; the deep chain's beyond the one-pass chain's, per extra pass, a later
+    pass's; the tree's beyond the deep chain's, per further node, draft_node_s."""
+    (d0, d1), (b0, b1) = DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS
+    first_seq = max(0.0, (t[f"dhost_mtp_b{b1}"] - t[f"dhost_mtp_b{b0}"]) / (b1 - b0))
+    grow = (t[f"dhost{d1}b{b1}"] - t[f"dhost{d1}b{b0}"]) - (t[f"dhost{d0}b{b1}"] - t[f"dhost{d0}b{b0}"])
+    later_seq = max(0.0, grow / (b1 - b0) / (d1 - d0))
+    return {"draft_first_s": max(0.0, t[f"dhost_mtp_b{b0}"] - b0 * first_seq), "draft_seq_s": first_seq,
+            "draft_pass_s": max(0.0, (t[f"dhost{d1}b{b0}"] - t[f"dhost{d0}b{b0}"]) / (d1 - d0) - b0 * later_seq),
+            "draft_pass_seq_s": later_seq,
+            "draft_node_s": max(0.0, (t["dhost_node"] - t[f"dhost{d1}b{b1}"]) / (b1 * draft_node_rows()))}
