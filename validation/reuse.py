@@ -12,7 +12,12 @@ the step's order of products reproduced the engine's times where fixed gaps did 
 `reuse_probe` replays that order with random matrices of the target's shapes, at each of
 `rows`: host work (a step's other work), the target's layers and LM head, host work (its
 verification, the drafter's set-up), then REUSE_PASSES drafter passes, each after a pass's
-packing: a 2h -> h projection, one layer of the target's shapes and the LM head. It times the
+packing: a 2h -> h projection, one layer of the target's shapes and the LM head; every product of
+a forward after a layer's host work per product (its norms, rotary, attention and their calls
+run between the products in the engine). Without that work between the products the replay read
+the products 10-25% faster than with it at 4 and 16 rows (0.875 / 0.74 / 0.58 against 1.02 /
+0.89 / 0.73 at 4 rows, on the three parts below; with the allocator as the engine runs it,
+engine.host_memory), where the family's engine read 0.96 / 0.84 / 0.69 in the same hour. It times the
 first pass's LM head and the later passes' layer and LM head; `reuse_figures` divides each by the
 warm curves' price of the same products: `gemm_reuse` rows of the profile,
 [rows, first pass's shared LM head, later passes' layer, later passes' LM head]
@@ -38,6 +43,10 @@ REUSE_SKIP = 3
 # its verification and the drafter's set-up after it, each drafter pass's packing (the family's
 # engine steps at one sequence, 0.39.0's drafter_parts.txt)
 REUSE_GAPS = (0.003, 0.0005, 0.0002)
+# host work before each product of a forward: a family-shaped layer's host time beyond its
+# products over its four products (this CPU's calibrations: 650-780 us a layer, `launch_us` x
+# KERNELS_PER_LAYER)
+REUSE_PRODUCT_GAP = 0.00016
 PARTS = ("first_lm", "later_layer", "later_lm")
 
 
@@ -59,6 +68,7 @@ def reuse_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REU
     head = mats([(2 * h, h)] + layer)
     lm = mats([lm_shape])[0]
     other, verify, pack = (host_gap(s) for s in REUSE_GAPS)
+    between = host_gap(REUSE_PRODUCT_GAP)
     clock = time.perf_counter
 
     def call():
@@ -67,6 +77,7 @@ def reuse_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REU
             xs = {k: torch.randn(r, k, device=device) for k in {w.shape[0] for w in target + head + [lm]}}  # (r, k)
 
             def timed(w):
+                between()
                 t0 = clock()
                 xs[w.shape[0]] @ w
                 return clock() - t0
@@ -74,7 +85,7 @@ def reuse_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REU
             for s in range(REUSE_SKIP + steps):
                 other()
                 for w in target + [lm]:
-                    xs[w.shape[0]] @ w
+                    timed(w)
                 verify()
                 for p in range(REUSE_PASSES):
                     pack()
