@@ -203,9 +203,11 @@ def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int
     its own (Medusa §2.1.1) or the target's, read once for all K x n rows; the top-k over each
     head's logits costs hardware.logit_s per element (`hw` as drafters see it: HardwareSpec.drafter). Not a forward pass: no pass_overhead_s,
     MEDUSA_OPS small ops beyond the products' launches (hardware.op_s each, launch_s where not
-    measured), and draft_seq_s per sequence."""
+    measured), and a first drafter pass's host work around it: draft_first_s, and draft_seq_s per
+    sequence (the step's plan, picking and recording the drafts)."""
     h = target.hidden
-    host = Cost(time=MEDUSA_OPS * (hw.op_s or hw.launch_s) + n * hw.draft_seq_s + hw.logit_s * heads * n * target.vocab,
+    host = Cost(time=MEDUSA_OPS * (hw.op_s or hw.launch_s) + hw.draft_first_s + n * hw.draft_seq_s
+                + hw.logit_s * heads * n * target.vocab,
                 flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
     # the target's LM head is used again right after the target's forward (sim.cost.reuse_factor)
     lm = (linear_cost(h, target.vocab, heads * n, target, hw, tp, scale=reuse_factor(hw, heads * n, "first"))

@@ -666,8 +666,9 @@ def test_drafter_products_run_at_their_rows_rate():
 
 
 def test_drafter_fixed_host_time_per_first_and_later_pass(tmp_path):
-    """draft_first_us is charged once a step (every pass of a catch-up chain, MTP's) and
-    draft_pass_us once per later pass, compiled and direct pricing alike; both round-trip."""
+    """draft_first_us is charged once a step (every pass of a catch-up chain, MTP's; once for
+    Medusa's heads) and draft_pass_us once per later pass, compiled and direct pricing alike;
+    both round-trip."""
     from sim.drafters import PassPricer
     m = model("tiny")
     base, fixed = device("cpu"), device("cpu", draft_first_us=200.0, draft_pass_us=70.0)
@@ -678,6 +679,9 @@ def test_drafter_fixed_host_time_per_first_and_later_pass(tmp_path):
             for catch_up, want in ((False, 200e-6 + (len(passes) - 1) * 70e-6), (True, len(passes) * 200e-6)):
                 price = lambda hw: getattr(PassPricer(m, hw, 1, catch_up=catch_up), how)(n, 500, passes).time  # noqa: E731
                 assert price(fixed) - price(base) == pytest.approx(want, rel=1e-9), (how, catch_up)
+    # Medusa's heads, one call: a first pass's host work around it
+    from sim.drafters import medusa_cost
+    assert medusa_cost(m, fixed, 1, 4, 3).time - medusa_cost(m, base, 1, 4, 3).time == pytest.approx(200e-6, rel=1e-9)
 
 
 REUSE = ((1, 0.5, 0.4, 0.3), (16, 0.9, 0.8, 0.7))
