@@ -91,7 +91,11 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   step-time grid's models; sim.cost.model_shapes), which price a matrix of that shape in place of
   its size's blend (since 0.29.0: at equal size a shape's rate differs by up to 1.6x, a
   Llama-shaped down projection faster than its size's probes, the family's LM head slower;
-  bench/bench_matmul_shapes.py);
+  bench/bench_matmul_shapes.py); and where the context model's weights fit the last-level
+  cache, `gemm_reuse` (validation.reuse, since 0.40.0): a replay of a speculative step's order
+  of products with its shapes at 1, 4, 16 and 64 rows, the drafters' products of weights used
+  again in the step (the target's LM head in their first pass, their layers and LM head in the
+  later ones) over the warm curves' price;
 - KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each (one query
   head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`; on a CPU the
   same at 0.5, 2, 8, 32 and 128 MiB a call (the two small ones the family's own decode

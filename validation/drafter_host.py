@@ -36,18 +36,21 @@ PROBE_TOKENS = 24  # tokens each probe sequence decodes
 
 class PassClock:
     """Seconds of the drafters' forward calls and input projections, step by step: `wrap` times
-    them on `clock` and closes a step at each target forward (a step's drafting precedes its
-    target pass), so `steps[i]` belongs to the engine's i-th step."""
+    them on `clock` (after `sync`, on a GPU, so a call's kernels count in it) and closes a step at
+    each target forward (a step's drafting precedes its target pass), so `steps[i]` belongs to
+    the engine's i-th step."""
 
-    def __init__(self, clock=time.perf_counter):
-        self.clock, self.cur, self.steps = clock, 0.0, []
+    def __init__(self, clock=time.perf_counter, sync=lambda: None):
+        self.clock, self.sync, self.cur, self.steps = clock, sync, 0.0, []
 
     def _timed(self, fn):
         def call(*args, **kwargs):
+            self.sync()
             t0 = self.clock()
             try:
                 return fn(*args, **kwargs)
             finally:
+                self.sync()
                 self.cur += self.clock() - t0
         return call
 

@@ -327,7 +327,7 @@ def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=Non
         traffic.wrap(model)
         traffic.wrap_drafters(drafters)
         clock = traffic.clock
-    timer = PassClock(clock) if passes else None
+    timer = PassClock(clock, device_sync(device)) if passes else None
     if timer is not None:
         timer.wrap(model, drafters)
     res = run_scheme(trace, trace.speculation[0], make_requests(trace.workload, trace.seed), model,
