@@ -343,8 +343,15 @@ def reuse_factor(hw: HardwareSpec, rows, part: str) -> float:
     none or the warm curves do not price the model (for_weights)."""
     if not hw.gemm_reuse or not (hw.resident_bytes and hw.gemm_rows_warm):
         return 1.0
-    col = 1 + REUSE_PARTS.index(part)
-    return float(np.interp(max(rows, 1), [r[0] for r in hw.gemm_reuse], [r[col] for r in hw.gemm_reuse]))
+    at, cols = _reuse_table(hw.gemm_reuse)
+    return float(np.interp(max(rows, 1), at, cols[part]))
+
+
+@lru_cache(maxsize=16)
+def _reuse_table(table: tuple) -> tuple[np.ndarray, dict]:
+    """A gemm_reuse table as (rows (points,), {part: factors (points,)})."""
+    arr = np.array(table, dtype=float)  # (points, 1 + len(REUSE_PARTS))
+    return arr[:, 0], {p: arr[:, 1 + i] for i, p in enumerate(REUSE_PARTS)}
 
 
 def row_efficiency(hw: HardwareSpec, weight_bytes: float, rows, shape: tuple | None = None) -> float:

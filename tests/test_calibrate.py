@@ -599,8 +599,8 @@ def test_reuse_figures_divide_the_replay_by_the_warm_curves_price():
     def price(shapes, r):
         return sum(2.0 * k * n * r / ((0.05 if r == 1 else 0.2) * peak) for k, n in shapes)
     lm, layer = price([(m.hidden, m.vocab)], 4), price(layer_shapes(m), 4)
-    t = {"reusefirst_lm4": 0.5 * lm, "reuselater_layer4": 0.8 * layer, "reuselater_lm4": 0.25 * lm,
-         "reusefirst_lm1": 1.0, "reuselater_layer1": 1.0, "reuselater_lm1": 1.0}
+    t = {"reusefirst4": 0.5 * lm, "reuselater_layer4": 0.8 * layer, "reuselater_lm4": 0.25 * lm,
+         "reusefirst1": 1.0, "reuselater_layer1": 1.0, "reuselater_lm1": 1.0}
     assert reuse_figures(t, m, curves, peak, (4,)) == [[4, 0.5, 0.8, 0.25]]
     assert reuse_figures(t, m, {k: v for k, v in curves.items() if k != f"{m.hidden}x{m.vocab}"}, peak, (4,)) == []
     assert len(layer_shapes(m)) == 4 and set(layer_shapes(m)) <= model_shapes(m)

@@ -66,12 +66,10 @@ class PassClock:
         model.forward = forward
         if drafters is None:
             return
-        for head in [drafters.eagle, *drafters.mtp]:
-            if head is not None:
-                head.model.forward = self._timed(head.model.forward)
-                head.inputs = self._timed(head.inputs)
-        if drafters.draft is not None:
-            drafters.draft.forward = self._timed(drafters.draft.forward)
+        for head in drafters.feature_heads():
+            head.inputs = self._timed(head.inputs)
+        for drafter in drafters.pass_models():
+            drafter.forward = self._timed(drafter.forward)
 
 
 def drafter_host_probe(device: str, traffic=None) -> dict:

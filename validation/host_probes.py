@@ -302,10 +302,10 @@ def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=Non
     import yaml
 
     from engine.checkpoint import resolve
-    from validation.drafter_host import PassClock
     from engine.runner import run_scheme
     from sim.spec import load_trace
     from sim.workload import make_requests
+    from validation.drafter_host import PassClock
     doc = {"version": 1, "name": "calibrate-step", "seed": 1, "hardware": "cpu", "model": "tiny",
            "serving": {"max_num_seqs": batch, "max_num_batched_tokens": 4096, "page_size": 16,
                        "kv_pages": 64 * batch, "paging": "indexshare"},

@@ -31,7 +31,7 @@ import time
 import numpy as np
 import torch
 
-from sim.cost import weight_shapes
+from sim.cost import REUSE_PARTS, weight_shapes
 from sim.models import ModelSpec
 from validation.timing import host_gap
 
@@ -47,7 +47,6 @@ REUSE_GAPS = (0.003, 0.0005, 0.0002)
 # products over its four products (this CPU's calibrations: 650-780 us a layer, `launch_us` x
 # KERNELS_PER_LAYER)
 REUSE_PRODUCT_GAP = 0.00016
-PARTS = ("first_lm", "later_layer", "later_lm")
 
 
 def layer_shapes(m: ModelSpec) -> list[tuple[int, int]]:
@@ -58,7 +57,7 @@ def layer_shapes(m: ModelSpec) -> list[tuple[int, int]]:
 
 def reuse_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REUSE_STEPS):
     """The replay's call: {f"reuse{part}{r}": median seconds over `steps` replayed steps} for
-    each of `rows` and PARTS (the later passes' per pass)."""
+    each of `rows` and sim.cost.REUSE_PARTS (the later passes' per pass)."""
     layer, h = layer_shapes(model), model.hidden
     lm_shape = (h, model.vocab)
 
@@ -70,18 +69,20 @@ def reuse_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REU
     other, verify, pack = (host_gap(s) for s in REUSE_GAPS)
     between = host_gap(REUSE_PRODUCT_GAP)
     clock = time.perf_counter
+    ks = {w.shape[0] for w in target + head + [lm]}
+    inputs = {r: {k: torch.randn(r, k, device=device) for k in ks} for r in rows}  # rows -> k -> x (r, k)
 
     def call():
         out = {}
         for r in rows:
-            xs = {k: torch.randn(r, k, device=device) for k in {w.shape[0] for w in target + head + [lm]}}  # (r, k)
+            xs = inputs[r]
 
             def timed(w):
                 between()
                 t0 = clock()
                 xs[w.shape[0]] @ w
                 return clock() - t0
-            got = {p: [] for p in PARTS}
+            got = {p: [] for p in REUSE_PARTS}
             for s in range(REUSE_SKIP + steps):
                 other()
                 for w in target + [lm]:
@@ -94,7 +95,7 @@ def reuse_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REU
                     lm_s = timed(lm)
                     if s >= REUSE_SKIP:
                         if p == 0:
-                            got["first_lm"].append(lm_s)
+                            got["first"].append(lm_s)
                         else:
                             got["later_layer"].append(layer_s)
                             got["later_lm"].append(lm_s)
@@ -122,8 +123,8 @@ def reuse_figures(t: dict, model: ModelSpec, shapes_warm: dict, peak: float, row
     out = []
     for r in rows:
         lm_s, layer_s = warm([(h, model.vocab)], r), warm(layer, r)
-        if lm_s is None or layer_s is None or f"reusefirst_lm{r}" not in t:
+        if lm_s is None or layer_s is None or f"reusefirst{r}" not in t:
             continue
-        out.append([r, round(t[f"reusefirst_lm{r}"] / lm_s, 4), round(t[f"reuselater_layer{r}"] / layer_s, 4),
-                    round(t[f"reuselater_lm{r}"] / lm_s, 4)])
+        price = {"first": lm_s, "later_layer": layer_s, "later_lm": lm_s}  # the parts' products at the warm price
+        out.append([r] + [round(t[f"reuse{p}{r}"] / price[p], 4) for p in REUSE_PARTS])
     return out

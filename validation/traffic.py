@@ -87,9 +87,6 @@ class Traffic:
         """Every drafter model of an engine.drafting.heads.Drafters (Medusa's heads are no pass)."""
         if drafters is None:
             return drafters
-        for head in [drafters.eagle, *drafters.mtp]:
-            if head is not None:
-                self.wrap(head.model, drafter=True)
-        if drafters.draft is not None:
-            self.wrap(drafters.draft, drafter=True)
+        for model in drafters.pass_models():
+            self.wrap(model, drafter=True)
         return drafters

@@ -82,6 +82,14 @@ class Drafters:
     draft: Model | None
     mtp: list[FeatureHead]
 
+    def feature_heads(self) -> list[FeatureHead]:
+        """The EAGLE head and MTP modules there are."""
+        return [h for h in [self.eagle, *self.mtp] if h is not None]
+
+    def pass_models(self) -> list[Model]:
+        """The models the drafters run forward passes of (Medusa's heads are no pass)."""
+        return [h.model for h in self.feature_heads()] + ([self.draft] if self.draft is not None else [])
+
 
 def family_drafters(target: Model, family_dir: Path) -> Drafters:
     def load(name):

@@ -23,43 +23,30 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import walk as W  # noqa: E402  (it puts 0.35.0 and 0.36.0 on the path)
-from host_regimes import family, run_at  # noqa: E402
-import insitu as in_situ  # noqa: E402
 
 
 def main(seconds: float, label: str, conc: int) -> None:
     from validation.timing import host_gap
-    trace, model, drafters, prompts = family([label], requests=conc)
-    scheme = trace.speculation[0]
-    state, recs, inner = in_situ.time_products(model, below=1 << 30)
-    mats = in_situ.forward_matrices(state, trace, scheme, model, drafters, prompts)
-    n = len(mats)
+    setup = W.InSitu(label, conc)
     gap = host_gap(0.005)
     small, big, mid = torch.randn(conc, 256), torch.randn(1 << 18), torch.randn(conc * 8, 256)  # big: 1 MiB
     befores = {"walk": None, "walk-small": lambda: torch.nn.functional.silu(small),
                "walk-1MiB": lambda: big.add_(0.0), "walk-mid": lambda: (mid * 1.0).sum()}
-    sig, runs = None, []
+    pairs, runs = None, []
     end = time.time() + seconds
     while time.time() < end:
-        recs.clear()
-        state["each"] = []
-        run_at(trace, scheme, conc, model, drafters, prompts)
-        each, state["each"] = state["each"], None
-        fwd = W.full_batch_forwards(each, recs, n, conc)
-        if sig is None:  # the commonest forward at the full batch
-            sigs = [W.rows_of(f) for f in fwd]
-            sig = max(set(sigs), key=sigs.count)
-            pairs = [(torch.randn(r, m.shape[0]), m) for m, r in zip(mats, sig)]  # x (rows, k), W.T (k, n)
-        same = [f for f in fwd if W.rows_of(f) == sig]
-        cyc = {"insitu": np.median(np.array([[t for _, t in f] for f in same]), axis=0)}  # (places,)
+        insitu, _, _ = setup.run()
+        if pairs is None:
+            pairs = [(torch.randn(r, m.shape[0]), m) for m, r in zip(setup.mats, setup.sig)]  # x (rows, k), W.T (k, n)
+        cyc = {"insitu": insitu}  # (places,)
         for name, before in befores.items():
-            cyc[name] = np.array(W.walk_times(pairs, inner, gap, before))
+            cyc[name] = np.array(W.walk_times(pairs, setup.inner, gap, before))
         with torch.inference_mode():
-            cyc["walk-inference"] = np.array(W.walk_times(pairs, inner, gap))
+            cyc["walk-inference"] = np.array(W.walk_times(pairs, setup.inner, gap))
         runs.append(cyc)
         print("  " + ", ".join(f"{k} {v.sum() * 1e3:.3f}" for k, v in cyc.items()), flush=True)
     base = np.array([r["insitu"].sum() for r in runs])
-    print(f"{len(runs)} cycles {label} at {conc}, rows {sig}")
+    print(f"{len(runs)} cycles {label} at {conc}, rows {setup.sig}")
     for k in runs[0]:
         v = np.array([r[k].sum() for r in runs])
         print(f"  {k:15} {np.median(v) * 1e3:.3f} {np.median(v / base):.3f}")

@@ -57,21 +57,25 @@ def profile_trace(root: Path):
         return load_trace(path)
 
 
-def price_parts(trace, label: str, passes: list[tuple[int, int, int, int]], n: int) -> dict:
+def price_parts(trace, label: str, passes: list[tuple[int, int, int, int]], n: int, reused: bool = False) -> dict:
     """The simulator's price of one step's drafting passes ((query rows, LM-head rows, sequences
-    with several rows, Σ context) each) by the parts ENGINE names."""
+    with several rows, Σ context) each) by the parts ENGINE names; `reused` (0.40.0's prices):
+    each pass's products at the reuse factors its scheme's drafter pays (PassPricer.scale)."""
     from sim.cost import Work
     from sim.drafters import PassPricer, drafter_host_time, linear_cost
     scheme = next(s for s in trace.speculation if s.label == label)
     spec, fuse = scheme.drafter_spec()
+    flags = dict(shared_lm=scheme.shared_lm, layers_again=scheme.layers_again) if reused else {}
     pr = PassPricer(spec, trace.hardware.drafter(), trace.tp, fuse_input=fuse, tree_levels=scheme.tree_levels,
-                    catch_up=scheme.catch_up)
+                    catch_up=scheme.catch_up, **flags)
     fwd = pr.fwd
     out = dict.fromkeys(ENGINE, 0.0)
     for j, (tok, lm, several, ctx) in enumerate(passes):
-        mm = fwd.dense * fwd._compute(fwd.dense_flops_per_tok * tok, tok, "dense")
-        head = fwd._compute(fwd.lm_flops_per_tok * lm, lm, "lm")
-        whole = fwd(Work(tok, n, ctx * max(1, tok // max(n, 1)), ctx, lm, **pr.paths(j, n, tok, several, ctx - (j + 1) * n))).time
+        sc = pr.scale(j, tok, lm) if reused else (1.0, 1.0)
+        mm = fwd.dense * fwd._compute(fwd.dense_flops_per_tok * tok, tok, "dense") * sc[0]
+        head = fwd._compute(fwd.lm_flops_per_tok * lm, lm, "lm") * sc[1]
+        whole = fwd(Work(tok, n, ctx * max(1, tok // max(n, 1)), ctx, lm, **pr.paths(j, n, tok, several, ctx - (j + 1) * n)),
+                    sc).time
         logits = fwd.logit_pass * lm
         out["mm"] += mm
         out["lm"] += head

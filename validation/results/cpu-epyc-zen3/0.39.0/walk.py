@@ -67,26 +67,45 @@ def rows_of(forward) -> tuple[int, ...]:
     return tuple(r for r, _ in forward)
 
 
+class InSitu:
+    """LABEL's scheme on the family at CONC, the target's products timed by place inside its
+    forwards (insitu.time_products), and the forward's own matrices (insitu.forward_matrices)."""
+
+    def __init__(self, label: str, conc: int):
+        self.trace, self.model, self.drafters, self.prompts = family([label], requests=conc)
+        self.scheme, self.conc = self.trace.speculation[0], conc
+        self.state, self.recs, self.inner = in_situ.time_products(self.model, below=1 << 30)
+        self.mats = in_situ.forward_matrices(self.state, self.trace, self.scheme, self.model, self.drafters, self.prompts)
+        self.sig = None  # the commonest forward at the full batch: its rows by place (the first run's)
+
+    def run(self):
+        """One engine run: (the products' median seconds by place over its full-batch forwards of
+        the commonest signature (places,), run_at's (steps, drafting), the signatures of all its
+        full-batch forwards)."""
+        self.recs.clear()
+        self.state["each"] = []
+        timing = run_at(self.trace, self.scheme, self.conc, self.model, self.drafters, self.prompts)
+        each, self.state["each"] = self.state["each"], None
+        fwd = full_batch_forwards(each, self.recs, len(self.mats), self.conc)
+        sigs = [rows_of(f) for f in fwd]
+        if self.sig is None:
+            self.sig = max(set(sigs), key=sigs.count)
+        same = [f for f in fwd if rows_of(f) == self.sig]
+        return np.median(np.array([[t for _, t in f] for f in same]), axis=0), timing, sigs
+
+
 def main(seconds: float, label: str, conc: int) -> None:
     from validation.probes import matmul_probes
     from validation.timing import host_gap, steady_time
-    trace, model, drafters, prompts = family([label], requests=conc)
-    scheme = trace.speculation[0]
-    state, recs, inner = in_situ.time_products(model, below=1 << 30)
-    mats = in_situ.forward_matrices(state, trace, scheme, model, drafters, prompts)
-    n = len(mats)
+    setup = InSitu(label, conc)
+    mats, inner, n = setup.mats, setup.inner, len(setup.mats)
     gap = host_gap(0.005)
-    sig, probes, runs = None, None, []
+    probes, runs = None, []
     end = time.time() + seconds
     while time.time() < end:
-        recs.clear()
-        state["each"] = []
-        steps, drafting = run_at(trace, scheme, conc, model, drafters, prompts)
-        each, state["each"] = state["each"], None
-        fwd = full_batch_forwards(each, recs, n, conc)
-        if sig is None:  # the commonest forward at the full batch: its rows by place
-            sigs = [rows_of(f) for f in fwd]
-            sig = max(set(sigs), key=sigs.count)
+        insitu, (steps, drafting), sigs = setup.run()
+        sig = setup.sig
+        if probes is None:
             xs = {(m.shape[0], r): torch.randn(r, m.shape[0]) for m, r in zip(mats, sig)}  # x (rows, k) @ W.T (k, n)
             keys = sorted({(m.shape[0], m.shape[1], r) for m, r in zip(mats, sig)})
             counts = {key: sum(1 for m, r in zip(mats, sig) if (m.shape[0], m.shape[1], r) == key) for key in keys}
@@ -94,8 +113,6 @@ def main(seconds: float, label: str, conc: int) -> None:
                       for k, n_, r in keys}
             print(f"{label} at {conc}: the target's forward has {n} products; W.T (k, n) and rows by place "
                   f"{[(*m.shape, r) for m, r in zip(mats, sig)]}; {sigs.count(sig)} of {len(sigs)} forwards", flush=True)
-        same = [f for f in fwd if rows_of(f) == sig]
-        insitu = np.median(np.array([[t for _, t in f] for f in same]), axis=0)  # (places,)
         step = st.median(s - d for s, d in zip(steps, drafting))
         probe = sum(steady_time(fn, "cpu", between=gap) / (flops / (2 * r * k * n_)) * counts[(k, n_, r)]
                     for (k, n_, r), (fn, flops) in probes.items())
