@@ -241,6 +241,7 @@ class ForwardCost:
             return flops / self.fc * ((r + self.m0) / r if self.m0 else 1.0)
         mats = self.curves[kind] + (self.curves[extra] * times if extra else [])
         t = sum(2.0 * p * r / np.interp(r, at, frac) for p, (at, frac) in mats) / self.fc
+        t = t * step_factor(self.hw, r, "lm" if kind == "lm" else "layers")  # in a step's order (gemm_step)
         return t if isinstance(rows, np.ndarray) else float(t)
 
     def _token_part(self, tokens, lm_tokens, scale: tuple[float, float] = (1.0, 1.0)):
@@ -335,23 +336,42 @@ def _shape_table(shapes: tuple) -> dict:
 
 
 REUSE_PARTS = ("first", "later_layer", "later_lm")
+STEP_PARTS = ("layers", "lm")  # gemm_step's columns: a forward's layers' products, its LM head's
+STEP_OF = {"first": "lm", "later_layer": "layers", "later_lm": "lm"}  # the step part each reuse part prices
+
+
+def warm_priced(hw: HardwareSpec) -> bool:
+    """Whether the warm matmul curves price this device's products (HardwareSpec.for_weights)."""
+    return bool(hw.resident_bytes and hw.gemm_rows_warm)
+
+
+def step_factor(hw: HardwareSpec, rows, part: str):
+    """The factor on the warm curves' price of a product taken in a step's order
+    (hardware.gemm_step, `part` one of STEP_PARTS) at `rows` rows (an array gives an array); 1
+    where the profile has none or the warm curves do not price the model."""
+    if not hw.gemm_step or not warm_priced(hw):
+        return 1.0
+    at, cols = _factor_table(hw.gemm_step, STEP_PARTS)
+    f = np.interp(np.maximum(rows, 1), at, cols[part])
+    return f if isinstance(rows, np.ndarray) else float(f)
 
 
 def reuse_factor(hw: HardwareSpec, rows, part: str) -> float:
-    """The factor on the warm curves' price of a product of weights used again within a step
-    (hardware.gemm_reuse, `part` one of REUSE_PARTS) at `rows` rows; 1 where the profile has
-    none or the warm curves do not price the model (for_weights)."""
-    if not hw.gemm_reuse or not (hw.resident_bytes and hw.gemm_rows_warm):
+    """The factor on the step price (the warm curves' times step_factor) of a product of
+    weights used again within a step (hardware.gemm_reuse, `part` one of REUSE_PARTS) at `rows`
+    rows: gemm_reuse's factor, which is over the warm curves' price, over the step factor of its
+    kind; 1 where the profile has none or the warm curves do not price the model."""
+    if not hw.gemm_reuse or not warm_priced(hw):
         return 1.0
-    at, cols = _reuse_table(hw.gemm_reuse)
-    return float(np.interp(max(rows, 1), at, cols[part]))
+    at, cols = _factor_table(hw.gemm_reuse, REUSE_PARTS)
+    return float(np.interp(max(rows, 1), at, cols[part])) / step_factor(hw, rows, STEP_OF[part])
 
 
 @lru_cache(maxsize=16)
-def _reuse_table(table: tuple) -> tuple[np.ndarray, dict]:
-    """A gemm_reuse table as (rows (points,), {part: factors (points,)})."""
-    arr = np.array(table, dtype=float)  # (points, 1 + len(REUSE_PARTS))
-    return arr[:, 0], {p: arr[:, 1 + i] for i, p in enumerate(REUSE_PARTS)}
+def _factor_table(table: tuple, parts: tuple) -> tuple[np.ndarray, dict]:
+    """A table of factors by rows (gemm_reuse, gemm_step) as (rows (points,), {part: factors (points,)})."""
+    arr = np.array(table, dtype=float)  # (points, 1 + len(parts))
+    return arr[:, 0], {p: arr[:, 1 + i] for i, p in enumerate(parts)}
 
 
 def row_efficiency(hw: HardwareSpec, weight_bytes: float, rows, shape: tuple | None = None) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.cost import ACT_BYTES, Cost, ForwardCost, Work, compute_dtype, reuse_factor, row_efficiency
+from sim.cost import ACT_BYTES, Cost, ForwardCost, Work, compute_dtype, reuse_factor, row_efficiency, step_factor
 from sim.hardware import HardwareSpec
 from sim.models import ModelSpec
 
@@ -29,15 +29,17 @@ def mtp_module(target: ModelSpec) -> ModelSpec:
 
 
 def linear_cost(d_in: int, d_out: int, tokens, model: ModelSpec, hw: HardwareSpec, tp: int, count: int = 1,
-                scale: float = 1.0) -> Cost:
+                scale: float = 1.0, part: str = "layers") -> Cost:
     """`count` weight matrices of d_in x d_out applied to `tokens` tokens (weights read once),
-    each at its shape's (or size's) measured rate for that many rows (sim.cost.row_efficiency),
-    as the target's own matrices are priced; `scale` on their compute time (sim.cost.reuse_factor)."""
+    each at its shape's (or size's) measured rate for that many rows (sim.cost.row_efficiency)
+    in a step's order (sim.cost.step_factor of `part`, "lm" for an LM head), as the target's own
+    matrices are priced; `scale` on their compute time (sim.cost.reuse_factor)."""
     params = count * d_in * d_out
     f = 2.0 * params * tokens / tp
     b = params * model.bytes_per_weight / tp + tokens * count * (d_in + d_out) * ACT_BYTES / tp
     eff = row_efficiency(hw, d_in * d_out * model.bytes_per_weight / tp, tokens, (d_in, d_out / tp))
-    c, m = f / (hw.peak(compute_dtype(model)) * hw.eta_compute * eff) * scale, b / (hw.mem_bw * hw.eta_memory)
+    c = f / (hw.peak(compute_dtype(model)) * hw.eta_compute * eff) * scale * step_factor(hw, tokens, part)
+    m = b / (hw.mem_bw * hw.eta_memory)
     return Cost(time=max(c, m) + hw.launch_s, flops=f, bytes=b, compute_time=c, memory_time=m)
 
 
@@ -210,6 +212,6 @@ def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int
                 + hw.logit_s * heads * n * target.vocab,
                 flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
     # the target's LM head is used again right after the target's forward (sim.cost.reuse_factor)
-    lm = (linear_cost(h, target.vocab, heads * n, target, hw, tp, scale=reuse_factor(hw, heads * n, "first"))
-          if shared_lm_head else linear_cost(h, target.vocab, n, target, hw, tp, count=heads))
+    lm = (linear_cost(h, target.vocab, heads * n, target, hw, tp, scale=reuse_factor(hw, heads * n, "first"), part="lm")
+          if shared_lm_head else linear_cost(h, target.vocab, n, target, hw, tp, count=heads, part="lm"))
     return add(linear_cost(h, h, n, target, hw, tp, count=heads), lm, host)

@@ -87,6 +87,13 @@ class HardwareSpec:
     # before). Applies where the warm curves price the model (resident_bytes); empty: 1 throughout
     # (validation.reuse measures it; here 0.39-0.63 at one row, 0.66-0.89 at four)
     gemm_reuse: tuple = ()
+    # every product priced on the warm curves, taken in a step's order with a layer's host work
+    # between products, over those curves' price at that many rows: ((rows, layers, lm_head), ...),
+    # rows ascending (interpolated, held beyond the ends): the target's layers' products and its
+    # LM head's, timed beside gemm_reuse's parts in the same replay (validation.reuse), which
+    # applies it to every product it prices on those curves (a drafter's too), gemm_reuse's
+    # parts excepted (sim.cost.step_factor). Where the warm curves price the model; empty: 1
+    gemm_step: tuple = ()
     # set by for_weights, not read from a profile: the served model's weights (bytes per device)
     # where they fit the last-level cache and warm curves apply, else 0
     resident_bytes: float = 0.0
@@ -265,14 +272,15 @@ class HardwareSpec:
                 "speed_drift_ms": self.speed_drift_s * 1e3} | table \
             | ({"speed_rates": list(self.speed_rates)} if self.speed_rates else {}) \
             | ({"speed_drift_rates": list(self.speed_drift_rates)} if self.speed_drift_rates else {}) \
-            | ({"gemm_reuse": [list(r) for r in self.gemm_reuse]} if self.gemm_reuse else {})
+            | ({"gemm_reuse": [list(r) for r in self.gemm_reuse]} if self.gemm_reuse else {}) \
+            | ({"gemm_step": [list(r) for r in self.gemm_step]} if self.gemm_step else {})
 
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "multi_query_us", "batch_query_us",
-         "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "draft_node_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
+         "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "draft_node_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
@@ -375,7 +383,8 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         speed_spell_s=num("speed_spell_ms", 1e-3, hi=1e9),
         speed_drift_rates=_speed_rates(f["speed_drift_rates"]) if "speed_drift_rates" in f else None,
         speed_drift_s=num("speed_drift_ms", 1e-3, hi=1e9),
-        gemm_reuse=_reuse_rows(f["gemm_reuse"]) if "gemm_reuse" in f else None,
+        gemm_reuse=_factor_rows(f["gemm_reuse"], 3) if "gemm_reuse" in f else None,
+        gemm_step=_factor_rows(f["gemm_step"], 2) if "gemm_step" in f else None,
     )
     defaults = {f.name: f.default for f in fields(HardwareSpec) if f.default is not MISSING}  # the optional fields
     defaults |= dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,
@@ -402,12 +411,13 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
     return HardwareSpec(**spec)
 
 
-def _reuse_rows(node: Node) -> tuple:
-    """`gemm_reuse: [[rows, first, later_layer, later_lm], ...]`: rows ascending, factors positive."""
+def _factor_rows(node: Node, factors: int) -> tuple:
+    """A table of factors by rows (`gemm_reuse: [[rows, first, later_layer, later_lm], ...]`,
+    `gemm_step: [[rows, layers, lm_head], ...]`): `factors` a row, rows ascending, factors positive."""
     items = node.seq(min_len=1, max_len=64)
     out = []
     for item in items:
-        row = item.seq(min_len=4, max_len=4)
+        row = item.seq(min_len=1 + factors, max_len=1 + factors)
         rows = row[0].number(lo=1, hi=1e6)
         if out and rows <= out[-1][0]:
             raise row[0].error(f"rows must ascend: {rows:g} follows {out[-1][0]:g}")

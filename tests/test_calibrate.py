@@ -509,13 +509,14 @@ def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
     fits = cal.cache_bytes and context_model("tiny").weight_bytes <= cal.cache_bytes
     assert ("reuse" in cal.probes) == bool(fits)
     if fits:
-        reuse = cal.figures()["gemm_reuse"]
+        reuse, step = cal.figures()["gemm_reuse"], cal.figures()["gemm_step"]
         assert [r[0] for r in reuse] == [1, 4] and all(0 < x < 10 for r in reuse for x in r[1:])
-        assert "\ngemm_reuse: " in text
+        assert [r[0] for r in step] == [1, 4] and all(0 < x < 10 for r in step for x in r[1:])
+        assert "\ngemm_reuse: " in text and "\ngemm_step: " in text
         path = tmp_path / "p.yaml"
         path.write_text(text)
         hw = hardware_from_node(Node(str(path), None, "hardware"), Path("."))
-        assert hw.gemm_reuse == tuple(tuple(r) for r in reuse)
+        assert hw.gemm_reuse == tuple(tuple(r) for r in reuse) and hw.gemm_step == tuple(tuple(r) for r in step)
     plain = Calibration(size_mb=8, gemm_n=64)
     assert plain.traffic is None and plain.context is None and "reuse" not in plain.probes
     # the context's own matrices get matmul curves of their own, cold and (where they fit) warm
@@ -588,8 +589,9 @@ def test_cold_calls_touch_their_memory_before_the_sweep():
 
 def test_reuse_figures_divide_the_replay_by_the_warm_curves_price():
     """Each part's median over the warm shape curves' price of the same products at those rows
-    (2 k n r FLOPs at the curve's fraction of the peak, summed over a layer's matrices); a rows
-    value without its curves is left out."""
+    (2 k n r FLOPs at the curve's fraction of the peak, summed over a layer's matrices, or all
+    the target's layers' for gemm_step's); a rows value without its curves is left out, and
+    gemm_step where the replay did not time the target's products."""
     from sim.cost import model_shapes
     from validation.calibrate import context_model
     from validation.reuse import layer_shapes, reuse_figures
@@ -601,6 +603,8 @@ def test_reuse_figures_divide_the_replay_by_the_warm_curves_price():
     lm, layer = price([(m.hidden, m.vocab)], 4), price(layer_shapes(m), 4)
     t = {"reusefirst4": 0.5 * lm, "reuselater_layer4": 0.8 * layer, "reuselater_lm4": 0.25 * lm,
          "reusefirst1": 1.0, "reuselater_layer1": 1.0, "reuselater_lm1": 1.0}
-    assert reuse_figures(t, m, curves, peak, (4,)) == [[4, 0.5, 0.8, 0.25]]
-    assert reuse_figures(t, m, {k: v for k, v in curves.items() if k != f"{m.hidden}x{m.vocab}"}, peak, (4,)) == []
+    assert reuse_figures(t, m, curves, peak, (4,)) == ([[4, 0.5, 0.8, 0.25]], [])
+    t |= {"reuselayers4": 1.1 * layer * m.layers, "reuselm4": 0.9 * lm}
+    assert reuse_figures(t, m, curves, peak, (4,)) == ([[4, 0.5, 0.8, 0.25]], [[4, 1.1, 0.9]])
+    assert reuse_figures(t, m, {k: v for k, v in curves.items() if k != f"{m.hidden}x{m.vocab}"}, peak, (4,)) == ([], [])
     assert len(layer_shapes(m)) == 4 and set(layer_shapes(m)) <= model_shapes(m)

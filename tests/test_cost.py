@@ -1,6 +1,7 @@
 """The roofline cost model against hand-computed numbers (DESIGN.md §3)."""
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sim.cost import ForwardCost, Work, bound_of, expected_experts, host_time
@@ -756,3 +757,65 @@ def test_gemm_reuse_round_trips_and_bad_tables_are_refused(tmp_path):
                       ([[1, 0.0, 0.5, 0.5]], r"gemm_reuse\[0\]\[1\]: expected a number > 0")):
         with pytest.raises(SpecError, match=what):
             device("cpu", gemm_reuse=bad)
+
+
+STEP = ((1, 1.2, 1.5), (16, 1.1, 1.3))
+
+
+def test_step_factor_prices_every_warm_product_in_a_steps_order():
+    """gemm_step multiplies the compute time of a forward's layers' products and of its LM head
+    by their factors at the pass's rows (interpolated, held beyond the ends), only where the warm
+    curves price the model; linear_cost's matrices pay the factor of their kind."""
+    from dataclasses import replace
+    from sim.cost import ForwardCost, Work, step_factor
+    from sim.drafters import linear_cost
+    m = model("tiny")
+    hw = resident(m)
+    stepped = replace(hw, gemm_step=STEP)
+    assert step_factor(hw, 1, "layers") == 1.0 and step_factor(replace(stepped, resident_bytes=0.0), 1, "lm") == 1.0
+    assert step_factor(stepped, 6, "layers") == pytest.approx(1.2 + (1.1 - 1.2) * 5 / 15)
+    assert step_factor(stepped, 64, "lm") == pytest.approx(1.3)
+    assert list(step_factor(stepped, np.array([0, 16]), "lm")) == pytest.approx([1.5, 1.3])
+    plain, both = ForwardCost(m, hw), ForwardCost(m, stepped)
+    for tok, lm in ((1, 1), (6, 4), (40, 40)):
+        want = plain._token_part(tok, lm, (step_factor(stepped, tok, "layers"), step_factor(stepped, lm, "lm")))
+        assert both._token_part(tok, lm)[3] == pytest.approx(want[3], rel=1e-12)  # the compute roof's sum
+        assert both(Work(tok, 1, 50, 50, lm)).flops == plain(Work(tok, 1, 50, 50, lm)).flops
+    assert both._token_part(1, 1)[3] > plain._token_part(1, 1)[3]
+    for part, f in (("layers", 1.2), ("lm", 1.5)):
+        assert linear_cost(64, 256, 1, m, stepped, 1, part=part).compute_time == pytest.approx(
+            f * linear_cost(64, 256, 1, m, hw, 1).compute_time, rel=1e-12)
+
+
+def test_reused_products_keep_their_own_factor_beside_gemm_step():
+    """gemm_reuse's factors are over the warm curves' price, so a reused product costs the same
+    with gemm_step or without it; the products it leaves (a first pass's layers) pay gemm_step's."""
+    from dataclasses import replace
+    from sim.cost import ForwardCost
+    from sim.drafters import PassPricer, linear_cost, medusa_cost
+    m = model("tiny")
+    reuse = replace(resident(m), gemm_reuse=REUSE)
+    both = replace(reuse, gemm_step=STEP)
+    fwd = ForwardCost(m, reuse)
+
+    def products(tok, lm, sc):
+        return fwd._token_part(tok, lm, sc)[0] - fwd._token_part(tok, lm, (0.0, 0.0))[0]
+    for how in ("__call__", "direct"):
+        price = lambda h: getattr(PassPricer(m, h, 1, shared_lm=True, layers_again=True), how)(1, 500, (1, 1, 1))  # noqa: E731
+        want = products(1, 1, (1.2, 0.5)) - products(1, 1, (1.0, 0.5))  # the first pass's layers alone move
+        assert price(both).time - price(reuse).time == pytest.approx(want, rel=1e-6), how
+    # Medusa's heads: the shared LM head keeps gemm_reuse's `first`, its residual blocks pay gemm_step's layers
+    shared = lambda h: medusa_cost(m, h, 1, 3, 1, shared_lm_head=True).compute_time  # noqa: E731
+    blocks = linear_cost(m.hidden, m.hidden, 1, m, reuse, 1, count=3).compute_time
+    assert shared(both) - shared(reuse) == pytest.approx(0.2 * blocks, rel=1e-9)
+
+
+def test_gemm_step_round_trips_and_bad_tables_are_refused(tmp_path):
+    from dataclasses import replace
+    from sim.errors import SpecError
+    h = replace(device("cpu"), gemm_step=STEP)
+    assert round_trip(h, tmp_path).gemm_step == STEP
+    for bad, what in (([[4, 1.0, 1.0], [4, 1.0, 1.0]], "rows must ascend"), ([[1, 0.5, 0.5, 0.5]], "at most 3"),
+                      ([[1, 1.0, -1.0]], r"gemm_step\[0\]\[2\]: expected a number > 0")):
+        with pytest.raises(SpecError, match=what):
+            device("cpu", gemm_step=bad)

@@ -491,8 +491,8 @@ class Calibration:
                 for (*size, m), (_, flops) in probes.items():
                     table.setdefault(curve_label(size), []).append([m, round(flops / (t[(key, *size, m)] * peak), 4)])
                 out[name] = table
-        out["gemm_reuse"] = reuse_figures(t, self.context, out.get("gemm_shapes_warm", {}), peak, self.reuse_rows) \
-            if "reuse" in self.probes else []
+        out["gemm_reuse"], out["gemm_step"] = reuse_figures(t, self.context, out.get("gemm_shapes_warm", {}), peak,
+                                                            self.reuse_rows) if "reuse" in self.probes else ([], [])
         out["cache_bytes"] = self.cache_bytes
         out["warm_gap_s"] = WARM_GAP_S  # the host work between two passes of the warm curves
         tr = self.traffic  # the memory traffic the host-time probes ran amid (validation.traffic)

@@ -89,6 +89,7 @@ draft_node_us: {m['draft_node_s'] * 1e6:.2f}
 ngram_call_us: {m['ngram_call_s'] * 1e6:.1f}
 ngram_seq_us: {m['ngram_seq_s'] * 1e6:.2f}
 {_reuse_yaml(m.get('gemm_reuse'))}
+{_step_yaml(m.get('gemm_step'))}
 """ + _gemm_rows_yaml("gemm_rows", m.get("gemm_rows"), "weights read from memory") \
         + _gemm_rows_yaml("gemm_rows_warm", m.get("gemm_rows_warm"),
                           f"weights in the last-level cache, passes {m.get('warm_gap_s', 0) * 1e3:g} ms apart") \
@@ -105,6 +106,15 @@ def _reuse_yaml(rows) -> str:
     return ("# products used again within a step over the warm curves' price (validation.reuse): rows, the first\n"
             "# drafter pass's LM head shared with the target, the later passes' layer and LM head\n"
             f"gemm_reuse: {[list(r) for r in rows]}")
+
+
+def _step_yaml(rows) -> str:
+    """The profile's gemm_step line (validation.reuse), or a comment where none was measured."""
+    if not rows:
+        return "# gemm_step: none measured (the target's products at the warm curves' price)"
+    return ("# the target's products in a step's order, host work between them, over the warm curves' price\n"
+            "# (validation.reuse): rows, its layers' products, its LM head's\n"
+            f"gemm_step: {[list(r) for r in rows]}")
 
 
 def _context_note(context) -> str:

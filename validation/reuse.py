@@ -31,7 +31,7 @@ import time
 import numpy as np
 import torch
 
-from sim.cost import REUSE_PARTS, weight_shapes
+from sim.cost import REUSE_PARTS, STEP_PARTS, weight_shapes
 from sim.models import ModelSpec
 from validation.timing import host_gap
 
@@ -57,7 +57,8 @@ def layer_shapes(m: ModelSpec) -> list[tuple[int, int]]:
 
 def reuse_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REUSE_STEPS):
     """The replay's call: {f"reuse{part}{r}": median seconds over `steps` replayed steps} for
-    each of `rows` and sim.cost.REUSE_PARTS (the later passes' per pass)."""
+    each of `rows` and each of sim.cost.REUSE_PARTS (the later passes' per pass) and
+    sim.cost.STEP_PARTS (the target's layers, all of them, and its LM head)."""
     layer, h = layer_shapes(model), model.hidden
     lm_shape = (h, model.vocab)
 
@@ -82,11 +83,14 @@ def reuse_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REU
                 t0 = clock()
                 xs[w.shape[0]] @ w
                 return clock() - t0
-            got = {p: [] for p in REUSE_PARTS}
+            got = {p: [] for p in REUSE_PARTS + STEP_PARTS}
             for s in range(REUSE_SKIP + steps):
                 other()
-                for w in target + [lm]:
-                    timed(w)
+                layers_s = sum(timed(w) for w in target)
+                target_lm_s = timed(lm)
+                if s >= REUSE_SKIP:
+                    got["layers"].append(layers_s)
+                    got["lm"].append(target_lm_s)
                 verify()
                 for p in range(REUSE_PASSES):
                     pack()
@@ -99,15 +103,16 @@ def reuse_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REU
                         else:
                             got["later_layer"].append(layer_s)
                             got["later_lm"].append(lm_s)
-            out |= {f"reuse{p}{r}": statistics.median(v) for p, v in got.items()}
+            out |= {f"reuse{p}{r}": statistics.median(v) for p, v in got.items()}  # STEP_PARTS' too
         return out
     return call
 
 
-def reuse_figures(t: dict, model: ModelSpec, shapes_warm: dict, peak: float, rows=REUSE_ROWS) -> list:
-    """gemm_reuse's rows from reuse_probe's times `t` and the profile's warm shape curves
-    (`shapes_warm`: {"KxN": [[rows, fraction of `peak`], ...]}): each part over the warm curves'
-    price of its products at those rows. A rows value without the curves it needs is left out."""
+def reuse_figures(t: dict, model: ModelSpec, shapes_warm: dict, peak: float, rows=REUSE_ROWS) -> tuple[list, list]:
+    """(gemm_reuse's rows, gemm_step's rows) from reuse_probe's times `t` and the profile's warm
+    shape curves (`shapes_warm`: {"KxN": [[rows, fraction of `peak`], ...]}): each part over the
+    warm curves' price of its products at those rows. A rows value without the curves it needs
+    is left out."""
     layer, h = layer_shapes(model), model.hidden
 
     def warm(shapes, r):
@@ -120,11 +125,14 @@ def reuse_figures(t: dict, model: ModelSpec, shapes_warm: dict, peak: float, row
             total += 2.0 * k * n * r / (float(np.interp(r, at, frac)) * peak)
         return total
 
-    out = []
+    reuse, step = [], []
     for r in rows:
         lm_s, layer_s = warm([(h, model.vocab)], r), warm(layer, r)
         if lm_s is None or layer_s is None or f"reusefirst{r}" not in t:
             continue
-        price = {"first": lm_s, "later_layer": layer_s, "later_lm": lm_s}  # the parts' products at the warm price
-        out.append([r] + [round(t[f"reuse{p}{r}"] / price[p], 4) for p in REUSE_PARTS])
-    return out
+        # the parts' products at the warm price
+        price = {"first": lm_s, "later_layer": layer_s, "later_lm": lm_s, "layers": layer_s * model.layers, "lm": lm_s}
+        reuse.append([r] + [round(t[f"reuse{p}{r}"] / price[p], 4) for p in REUSE_PARTS])
+        if f"reuselayers{r}" in t:
+            step.append([r] + [round(t[f"reuse{p}{r}"] / price[p], 4) for p in STEP_PARTS])
+    return reuse, step
