@@ -95,7 +95,10 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   cache, `gemm_reuse` (validation.reuse, since 0.40.0): a replay of a speculative step's order
   of products with its shapes at 1, 4, 16 and 64 rows, the drafters' products of weights used
   again in the step (the target's LM head in their first pass, their layers and LM head in the
-  later ones) over the warm curves' price;
+  later ones) over the warm curves' price, and `gemm_step` (since 0.41.0): the same replay's
+  target products, its layers' and its LM head's, taken in the step's order with a layer's host
+  work between products, over the warm curves' price (every product those curves price pays it,
+  sim.cost.step_factor);
 - KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each (one query
   head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`; on a CPU the
   same at 0.5, 2, 8, 32 and 128 MiB a call (the two small ones the family's own decode

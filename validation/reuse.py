@@ -21,7 +21,10 @@ engine.host_memory), where the family's engine read 0.96 / 0.84 / 0.69 in the sa
 first pass's LM head and the later passes' layer and LM head; `reuse_figures` divides each by the
 warm curves' price of the same products: `gemm_reuse` rows of the profile,
 [rows, first pass's shared LM head, later passes' layer, later passes' LM head]
-(sim.hardware.HardwareSpec.gemm_reuse).
+(sim.hardware.HardwareSpec.gemm_reuse). It times the target's products too, which the warm
+curves price timed back to back in a pool of one shape: `gemm_step` rows, [rows, the target's
+layers' products, its LM head's], each over the warm curves' price (HardwareSpec.gemm_step,
+since 0.41.0), a factor on every product those curves price (sim.cost.step_factor).
 """
 from __future__ import annotations
 
