@@ -109,7 +109,7 @@ class ForwardCost:
         # 0 where the warm matmul curves price the products (the weights sit in the last-level
         # cache: those curves were timed with the weights read from there, so streaming them at
         # the memory roof would charge them twice), else 1
-        self.weight_stream = 0.0 if hw.resident_bytes and hw.gemm_rows_warm else 1.0
+        self.weight_stream = 0.0 if warm_priced(hw) else 1.0
         self.attn_fc = self.fc * hw.eta_attn
         self.attn_dense = hw.attn_dense
         self.m0 = hw.gemm_half_rows

@@ -87,12 +87,12 @@ class HardwareSpec:
     # before). Applies where the warm curves price the model (resident_bytes); empty: 1 throughout
     # (validation.reuse measures it; here 0.39-0.63 at one row, 0.66-0.89 at four)
     gemm_reuse: tuple = ()
-    # every product priced on the warm curves, taken in a step's order with a layer's host work
-    # between products, over those curves' price at that many rows: ((rows, layers, lm_head), ...),
-    # rows ascending (interpolated, held beyond the ends): the target's layers' products and its
-    # LM head's, timed beside gemm_reuse's parts in the same replay (validation.reuse), which
-    # applies it to every product it prices on those curves (a drafter's too), gemm_reuse's
-    # parts excepted (sim.cost.step_factor). Where the warm curves price the model; empty: 1
+    # products taken in a step's order, a layer's host work between them, over the warm curves'
+    # price at that many rows: ((rows, layers, lm_head), ...), rows ascending (interpolated, held
+    # beyond the ends): the target's layers' products and its LM head's, timed in the same replay
+    # as gemm_reuse's parts (validation.reuse). The cost model multiplies every product it prices
+    # on those curves by the factor of its kind, a drafter's too, gemm_reuse's parts excepted
+    # (sim.cost.step_factor). Applies where the warm curves price the model; empty: 1 throughout
     gemm_step: tuple = ()
     # set by for_weights, not read from a profile: the served model's weights (bytes per device)
     # where they fit the last-level cache and warm curves apply, else 0
