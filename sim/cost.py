@@ -109,7 +109,7 @@ class ForwardCost:
         # 0 where the warm matmul curves price the products (the weights sit in the last-level
         # cache: those curves were timed with the weights read from there, so streaming them at
         # the memory roof would charge them twice), else 1
-        self.weight_stream = 0.0 if warm_priced(hw) else 1.0
+        self.weight_stream = 0.0 if hw.warm_priced else 1.0
         self.attn_fc = self.fc * hw.eta_attn
         self.attn_dense = hw.attn_dense
         self.m0 = hw.gemm_half_rows
@@ -340,16 +340,11 @@ STEP_PARTS = ("layers", "lm")  # gemm_step's columns: a forward's layers' produc
 STEP_OF = {"first": "lm", "later_layer": "layers", "later_lm": "lm"}  # the step part each reuse part prices
 
 
-def warm_priced(hw: HardwareSpec) -> bool:
-    """Whether the warm matmul curves price this device's products (HardwareSpec.for_weights)."""
-    return bool(hw.resident_bytes and hw.gemm_rows_warm)
-
-
 def step_factor(hw: HardwareSpec, rows, part: str):
     """The factor on the warm curves' price of a product taken in a step's order
     (hardware.gemm_step, `part` one of STEP_PARTS) at `rows` rows (an array gives an array); 1
     where the profile has none or the warm curves do not price the model."""
-    if not hw.gemm_step or not warm_priced(hw):
+    if not hw.gemm_step or not hw.warm_priced:
         return 1.0
     at, cols = _factor_table(hw.gemm_step, STEP_PARTS)
     f = np.interp(np.maximum(rows, 1), at, cols[part])
@@ -361,7 +356,7 @@ def reuse_factor(hw: HardwareSpec, rows, part: str) -> float:
     weights used again within a step (hardware.gemm_reuse, `part` one of REUSE_PARTS) at `rows`
     rows: gemm_reuse's factor, which is over the warm curves' price, over the step factor of its
     kind; 1 where the profile has none or the warm curves do not price the model."""
-    if not hw.gemm_reuse or not warm_priced(hw):
+    if not hw.gemm_reuse or not hw.warm_priced:
         return 1.0
     at, cols = _factor_table(hw.gemm_reuse, REUSE_PARTS)
     return float(np.interp(max(rows, 1), at, cols[part])) / step_factor(hw, rows, STEP_OF[part])

@@ -212,17 +212,23 @@ class HardwareSpec:
         return bool(self.verify_call_s or self.tree_call_s or self.tree_node_s or self.pack_node_s)
 
     @property
+    def warm_priced(self) -> bool:
+        """Whether the warm matmul curves price this device's products: for_weights found the
+        model's weights fit the last-level cache, and warm curves were measured."""
+        return bool(self.resident_bytes and self.gemm_rows_warm)
+
+    @property
     def matmul_rows(self) -> tuple:
-        """The matmul curves that price this device's products: gemm_rows_warm where for_weights
-        found the model's weights fit the last-level cache, else gemm_rows."""
-        return self.gemm_rows_warm if self.resident_bytes and self.gemm_rows_warm else self.gemm_rows
+        """The matmul curves that price this device's products: gemm_rows_warm where they do
+        (warm_priced), else gemm_rows."""
+        return self.gemm_rows_warm if self.warm_priced else self.gemm_rows
 
     @property
     def matmul_shapes(self) -> tuple:
         """The shape curves that price this device's matrices of those shapes: gemm_shapes_warm
         where for_weights found the model's weights fit the last-level cache (none there if only
         the cold ones were measured: the warm size curves are then closer), else gemm_shapes."""
-        return self.gemm_shapes_warm if self.resident_bytes and self.gemm_rows_warm else self.gemm_shapes
+        return self.gemm_shapes_warm if self.warm_priced else self.gemm_shapes
 
     def for_weights(self, weight_bytes: float) -> "HardwareSpec":
         """This device serving a model with `weight_bytes` of weights per device: its products
