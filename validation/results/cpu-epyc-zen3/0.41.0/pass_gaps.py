@@ -2,7 +2,7 @@
 and before the first, against the warm pool curves timed in the same process (2026-12-05, 0.41.0).
 Run from the repository root with the project's environment, alone (2 cores):
 
-  python validation/results/cpu-epyc-zen3/0.41.0/pass_gaps.py ROWS VERIFY:PASSGAP,... [STEPS]
+  python validation/results/cpu-epyc-zen3/0.41.0/pass_gaps.py ROWS VERIFY:PASSGAP,... [STEPS] [engine]
 
 ROWS: comma-separated rows; each variant sets the replay's REUSE_GAPS to (3 ms, VERIFY, PASSGAP)
 seconds (the step's other work, the host work after the target's forward, before each drafter
@@ -10,6 +10,8 @@ pass). Prints, per variant, gemm_reuse's and gemm_step's rows as the calibration
 (validation.reuse.reuse_figures over the calibration's warm pool probes: distinct matrices of the
 shape filling 16 MiB, steady after WARM_GAP_S of host work), and each reuse part over the step
 factor of its kind: what the cost model charges a reused product against the target's own.
+`engine`: the allocator as the engine and the calibration run it (engine.host_memory); default
+Python's own.
 """
 from __future__ import annotations
 
@@ -44,6 +46,9 @@ def main(rows, variants, steps: int) -> None:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
+    if "engine" in sys.argv[4:]:
+        from engine.host_memory import retain_freed_memory
+        retain_freed_memory()
     main([int(x) for x in sys.argv[1].split(",")],
          [tuple(float(v) for v in x.split(":")) for x in sys.argv[2].split(",")],
          int(sys.argv[3]) if len(sys.argv) > 3 else 30)
