@@ -1,4 +1,5 @@
 """The roofline cost model against hand-computed numbers (DESIGN.md §3)."""
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -688,6 +689,12 @@ def test_drafter_fixed_host_time_per_first_and_later_pass(tmp_path):
 REUSE = ((1, 0.5, 0.4, 0.3), (16, 0.9, 0.8, 0.7))
 
 
+def product_time(fwd, tok, lm, sc):
+    """The time a pass's products add to ForwardCost `fwd`'s token part at factors `sc`
+    (layers, LM head): its time at them less its time with the products' compute at 0."""
+    return fwd._token_part(tok, lm, sc)[0] - fwd._token_part(tok, lm, (0.0, 0.0))[0]
+
+
 def resident(m):
     """A CPU with measured curves serving `m` with its weights in the last-level cache (the warm
     curves and gemm_reuse apply)."""
@@ -724,8 +731,7 @@ def test_passes_price_reused_products_by_the_reuse_factors():
     from sim.cost import ForwardCost
     fwd = ForwardCost(m, hw)
 
-    def products(tok, lm, sc):
-        return fwd._token_part(tok, lm, sc)[0] - fwd._token_part(tok, lm, (0.0, 0.0))[0]
+    products = partial(product_time, fwd)
     n, passes = 1, (1, 1, 1)
     for shared, again in ((True, True), (True, False), (False, True)):
         want = products(1, 1, (1.0, 0.5 if shared else 1.0)) - products(1, 1, (1.0, 1.0))
@@ -798,8 +804,7 @@ def test_reused_products_keep_their_own_factor_beside_gemm_step():
     both = replace(reuse, gemm_step=STEP)
     fwd = ForwardCost(m, reuse)
 
-    def products(tok, lm, sc):
-        return fwd._token_part(tok, lm, sc)[0] - fwd._token_part(tok, lm, (0.0, 0.0))[0]
+    products = partial(product_time, fwd)
     for how in ("__call__", "direct"):
         price = lambda h: getattr(PassPricer(m, h, 1, shared_lm=True, layers_again=True), how)(1, 500, (1, 1, 1))  # noqa: E731
         want = products(1, 1, (1.2, 0.5)) - products(1, 1, (1.0, 0.5))  # the first pass's layers alone move
