@@ -94,6 +94,11 @@ class HardwareSpec:
     # on those curves by the factor of its kind, a drafter's too, gemm_reuse's parts excepted
     # (sim.cost.step_factor). Applies where the warm curves price the model; empty: 1 throughout
     gemm_step: tuple = ()
+    # the target's products in a step after a drafter's forward passes (a model drafter's scheme:
+    # draft model, MTP, EAGLE), as gemm_step's rows (the rows the target verifies), measured in
+    # the engine (validation.reuse); such a scheme's target forward takes its factor from here
+    # (sim.cost.step_factor's after_passes). Empty: gemm_step's
+    gemm_verify: tuple = ()
     # set by for_weights, not read from a profile: the served model's weights (bytes per device)
     # where they fit the last-level cache and warm curves apply, else 0
     resident_bytes: float = 0.0
@@ -279,14 +284,15 @@ class HardwareSpec:
             | ({"speed_rates": list(self.speed_rates)} if self.speed_rates else {}) \
             | ({"speed_drift_rates": list(self.speed_drift_rates)} if self.speed_drift_rates else {}) \
             | ({"gemm_reuse": [list(r) for r in self.gemm_reuse]} if self.gemm_reuse else {}) \
-            | ({"gemm_step": [list(r) for r in self.gemm_step]} if self.gemm_step else {})
+            | ({"gemm_step": [list(r) for r in self.gemm_step]} if self.gemm_step else {}) \
+            | ({"gemm_verify": [list(r) for r in self.gemm_verify]} if self.gemm_verify else {})
 
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "multi_query_us", "batch_query_us",
-         "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "draft_node_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
+         "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "gemm_verify", "draft_node_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
@@ -391,6 +397,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         speed_drift_s=num("speed_drift_ms", 1e-3, hi=1e9),
         gemm_reuse=_factor_rows(f["gemm_reuse"], 3) if "gemm_reuse" in f else None,
         gemm_step=_factor_rows(f["gemm_step"], 2) if "gemm_step" in f else None,
+        gemm_verify=_factor_rows(f["gemm_verify"], 2) if "gemm_verify" in f else None,
     )
     defaults = {f.name: f.default for f in fields(HardwareSpec) if f.default is not MISSING}  # the optional fields
     defaults |= dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,
@@ -419,7 +426,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
 
 def _factor_rows(node: Node, factors: int) -> tuple:
     """A table of factors by rows (`gemm_reuse: [[rows, first, later_layer, later_lm], ...]`,
-    `gemm_step: [[rows, layers, lm_head], ...]`): `factors` a row, rows ascending, factors positive."""
+    `gemm_step` and `gemm_verify: [[rows, layers, lm_head], ...]`): `factors` a row, rows ascending, factors positive."""
     items = node.seq(min_len=1, max_len=64)
     out = []
     for item in items:

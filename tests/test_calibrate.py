@@ -505,18 +505,21 @@ def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
     if cal.cache_bytes:  # the warm curves say how far apart their passes were timed
         from validation.calibrate import WARM_GAP_S
         assert f"weights in the last-level cache, passes {WARM_GAP_S * 1e3:g} ms apart" in text
-    # the replay of a step's order of products, where the context's weights fit the cache
+    # the engine's products timed in place, where the context's weights fit the cache
     fits = cal.cache_bytes and context_model("tiny").weight_bytes <= cal.cache_bytes
     assert ("reuse" in cal.probes) == bool(fits)
     if fits:
-        reuse, step = cal.figures()["gemm_reuse"], cal.figures()["gemm_step"]
+        got = cal.figures()
+        reuse, step, verify = got["gemm_reuse"], got["gemm_step"], got["gemm_verify"]
         assert [r[0] for r in reuse] == [1, 4] and all(0 < x < 10 for r in reuse for x in r[1:])
         assert [r[0] for r in step] == [1, 4] and all(0 < x < 10 for r in step for x in r[1:])
-        assert "\ngemm_reuse: " in text and "\ngemm_step: " in text
+        assert [r[0] for r in verify] == [6, 24] and all(0 < x < 10 for r in verify for x in r[1:])
+        assert all(f"\n{k}: " in text for k in ("gemm_reuse", "gemm_step", "gemm_verify"))
         path = tmp_path / "p.yaml"
         path.write_text(text)
         hw = hardware_from_node(Node(str(path), None, "hardware"), Path("."))
         assert hw.gemm_reuse == tuple(tuple(r) for r in reuse) and hw.gemm_step == tuple(tuple(r) for r in step)
+        assert hw.gemm_verify == tuple(tuple(r) for r in verify)
     plain = Calibration(size_mb=8, gemm_n=64)
     assert plain.traffic is None and plain.context is None and "reuse" not in plain.probes
     # the context's own matrices get matmul curves of their own, cold and (where they fit) warm
@@ -587,24 +590,60 @@ def test_cold_calls_touch_their_memory_before_the_sweep():
     assert log == ["call", "sweep", "call"] and t >= 0
 
 
-def test_reuse_figures_divide_the_replay_by_the_warm_curves_price():
-    """Each part's median over the warm shape curves' price of the same products at those rows
-    (2 k n r FLOPs at the curve's fraction of the peak, summed over a layer's matrices, or all
-    the target's layers' for gemm_step's); a rows value without its curves is left out, and
-    gemm_step where the replay did not time the target's products."""
+def test_insitu_figures_divide_each_part_by_the_warm_curves_price():
+    """Each part's median over the warm shape curves' price of the same products at its rows (2 k
+    n r FLOPs at the curve's fraction of the peak, summed over a layer's matrices, or all the
+    target's layers' for gemm_step's and gemm_verify's; a verifying target at (depth + 1) r
+    rows); a table without the times or curves it needs is left out."""
     from sim.cost import model_shapes
     from validation.calibrate import context_model
-    from validation.reuse import layer_shapes, reuse_figures
+    from validation.reuse import INSITU_DEPTH, insitu_figures, layer_shapes
     m, peak = context_model("tiny"), 1e11
-    curves = {f"{k}x{n}": [[1, 0.05], [4, 0.2]] for k, n in model_shapes(m)}
+    v = (INSITU_DEPTH + 1) * 4
+    frac = {1: 0.05, 4: 0.2, v: 0.5}
+    curves = {f"{k}x{n}": [[r, f] for r, f in sorted(frac.items())] for k, n in model_shapes(m)}
 
     def price(shapes, r):
-        return sum(2.0 * k * n * r / ((0.05 if r == 1 else 0.2) * peak) for k, n in shapes)
+        return sum(2.0 * k * n * r / (frac[r] * peak) for k, n in shapes)
     lm, layer = price([(m.hidden, m.vocab)], 4), price(layer_shapes(m), 4)
-    t = {"reusefirst4": 0.5 * lm, "reuselater_layer4": 0.8 * layer, "reuselater_lm4": 0.25 * lm,
-         "reusefirst1": 1.0, "reuselater_layer1": 1.0, "reuselater_lm1": 1.0}
-    assert reuse_figures(t, m, curves, peak, (4,)) == ([[4, 0.5, 0.8, 0.25]], [])
-    t |= {"reuselayers4": 1.1 * layer * m.layers, "reuselm4": 0.9 * lm}
-    assert reuse_figures(t, m, curves, peak, (4,)) == ([[4, 0.5, 0.8, 0.25]], [[4, 1.1, 0.9]])
-    assert reuse_figures(t, m, {k: v for k, v in curves.items() if k != f"{m.hidden}x{m.vocab}"}, peak, (4,)) == ([], [])
+    t = {"reusefirst4": 0.5 * lm, "reuselater_layer4": 0.8 * layer, "reuselater_lm4": 0.25 * lm}
+    assert insitu_figures(t, m, curves, peak, (4,)) == {"gemm_reuse": [[4, 0.5, 0.8, 0.25]], "gemm_step": [],
+                                                        "gemm_verify": []}
+    t |= {"reuselayers4": 1.1 * layer * m.layers, "reuselm4": 0.9 * lm,
+          "reuseverify_layers4": 1.3 * price(layer_shapes(m), v) * m.layers,
+          "reuseverify_lm4": 1.2 * price([(m.hidden, m.vocab)], v)}
+    assert insitu_figures(t, m, curves, peak, (4,)) == {"gemm_reuse": [[4, 0.5, 0.8, 0.25]], "gemm_step": [[4, 1.1, 0.9]],
+                                                        "gemm_verify": [[v, 1.3, 1.2]]}
+    no_lm = {k: c for k, c in curves.items() if k != f"{m.hidden}x{m.vocab}"}
+    assert insitu_figures(t, m, no_lm, peak, (4,)) == {"gemm_reuse": [], "gemm_step": [], "gemm_verify": []}
     assert len(layer_shapes(m)) == 4 and set(layer_shapes(m)) <= model_shapes(m)
+
+
+def test_insitu_probe_times_each_part_where_the_engine_runs_it():
+    """ProductClock in an engine run (tiny shape, EAGLE chain of 5): every whole step has the
+    chain's passes at one row a sequence, the target verifying six, a layer's four products in
+    each pass and the target's layers' four each plus its LM head; step_parts keeps only whole
+    steps (a step with a prefill or a shorter chain has other rows or passes)."""
+    from engine.runner import run_scheme
+    from validation.host_probes import TINY_CHECKPOINT, probe_engine
+    from validation.reuse import INSITU_DEPTH, ProductClock, step_parts
+    trace, target, drafters, requests = probe_engine(2, "cpu", {"scheme": "eagle", "depth": INSITU_DEPTH}, 12,
+                                                     checkpoint=TINY_CHECKPOINT)
+    clock = ProductClock(target, drafters.eagle)
+    with clock.mode:
+        run_scheme(trace, trace.speculation[0], requests, target, drafters=drafters)
+    chains = [s for s in clock.steps if len(s["passes"]) == INSITU_DEPTH]
+    # the first chain catches up on the prompt (16 rows a sequence; logits for the last only)
+    assert [n for n, _ in chains[0]["passes"][0]["layer"]] == [32] * 4
+    whole = chains[1:]
+    assert len(whole) >= 3
+    for s in whole:
+        assert [n for n, _ in s["target"]["layer"]] == [12] * 4 * target.spec.layers
+        assert [n for n, _ in s["target"]["lm"]] == [12]
+        assert all([n for n, _ in p["layer"]] == [2] * 4 and [n for n, _ in p["lm"]] == [2] for p in s["passes"])
+    got = step_parts(clock.steps, 2, INSITU_DEPTH, skip=1)
+    assert set(got) == {"verify_layers", "verify_lm", "first", "later_layer", "later_lm"}
+    assert len(got["first"]) == len(whole) - 1 and all(x > 0 for v in got.values() for x in v)
+    assert step_parts(clock.steps, 3, INSITU_DEPTH) == {}  # no step of 3 sequences
+    # the target's prefill and the shorter chains at the end are other steps, left out
+    assert len(clock.steps) > len(whole)

@@ -824,3 +824,29 @@ def test_gemm_step_round_trips_and_bad_tables_are_refused(tmp_path):
                       ([[1, 1.0, -1.0]], r"gemm_step\[0\]\[2\]: expected a number > 0")):
         with pytest.raises(SpecError, match=what):
             device("cpu", gemm_step=bad)
+
+
+def test_gemm_verify_prices_the_target_after_a_drafters_passes(tmp_path):
+    """A forward built `after_passes` (the target of a model drafter's scheme) takes its step
+    factor from gemm_verify where the profile has one, gemm_step's otherwise; the simulator
+    builds its target so exactly for the schemes whose drafter runs passes."""
+    from dataclasses import replace
+    from sim.cost import ForwardCost, step_factor
+    from sim.schemes.base import drafts_passes
+    from sim.schemes import REGISTRY
+    m = model("tiny")
+    verify = ((6, 1.4, 1.6), (24, 1.3, 1.5))
+    hw = replace(resident(m), gemm_step=STEP)
+    both = replace(hw, gemm_verify=verify)
+    assert step_factor(both, 6, "layers", after_passes=True) == pytest.approx(1.4)
+    assert step_factor(both, 6, "layers") == step_factor(hw, 6, "layers", after_passes=True)  # gemm_step's
+    plain, after = ForwardCost(m, both), ForwardCost(m, both, after_passes=True)
+    base = ForwardCost(m, resident(m))
+    for tok in (6, 12, 24):
+        want = base._token_part(tok, tok, (step_factor(both, tok, "layers", True), step_factor(both, tok, "lm", True)))
+        assert after._token_part(tok, tok)[3] == pytest.approx(want[3], rel=1e-12)
+        assert after._token_part(tok, tok)[3] > plain._token_part(tok, tok)[3]
+    assert round_trip(both, tmp_path).gemm_verify == verify
+    kinds = {name: drafts_passes(object.__new__(cls)) for name, cls in REGISTRY.items()}
+    assert kinds == {"none": False, "ngram": False, "medusa": False, "draft": True, "mtp": True, "eagle": True,
+                     "eagle2": True}

@@ -92,13 +92,14 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   its size's blend (since 0.29.0: at equal size a shape's rate differs by up to 1.6x, a
   Llama-shaped down projection faster than its size's probes, the family's LM head slower;
   bench/bench_matmul_shapes.py); and where the context model's weights fit the last-level
-  cache, `gemm_reuse` (validation.reuse, since 0.40.0): a replay of a speculative step's order
-  of products with its shapes at 1, 4, 16 and 64 rows, the drafters' products of weights used
-  again in the step (the target's LM head in their first pass, their layers and LM head in the
-  later ones) over the warm curves' price, and `gemm_step` (since 0.41.0): the same replay's
-  target products, its layers' and its LM head's, taken in the step's order with a layer's host
-  work between products, over the warm curves' price (every product those curves price pays it,
-  sim.cost.step_factor);
+  cache, `gemm_reuse`, `gemm_step` and `gemm_verify` (validation.reuse; since 0.40.0, 0.41.0 and
+  0.42.0; timed in the engine since 0.42.0): the engine on random weights of the context model's
+  shape at 1, 4, 16 and 64 sequences, without speculation and with an EAGLE chain of 5, each
+  matrix product timed where it runs, over the warm curves' price of the same products: the
+  drafter's products of weights used again in the step (the target's LM head in its first pass,
+  its layer and LM head in the later ones), the target's products in plain decoding (every
+  product those curves price pays that factor, sim.cost.step_factor) and in a step after the
+  drafter's passes (a model drafter's target forward pays that one instead);
 - KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each (one query
   head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`; on a CPU the
   same at 0.5, 2, 8, 32 and 128 MiB a call (the two small ones the family's own decode
@@ -199,7 +200,7 @@ import torch  # noqa: E402
 from engine.host_memory import retain_freed_memory  # noqa: E402
 from sim.speed import drift_of, spread_of  # noqa: E402
 from validation.drafter_host import drafter_host_figures, drafter_host_probe  # noqa: E402
-from validation.reuse import REUSE_ROWS, REUSE_STEPS, reuse_figures, reuse_probe  # noqa: E402
+from validation.reuse import REUSE_ROWS, REUSE_STEPS, insitu_figures, insitu_probe  # noqa: E402
 from validation.host_probes import (allocator_op, draft_cand_time, draft_logit_probe, draft_logit_time,
                                     draft_tree_probe,
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
@@ -350,10 +351,10 @@ class Calibration:
             probes["layers"] = paired(layer_probes(1, device) | layer_probes(DEEP, device), 10)
         probes["engine"] = lambda: {f"engine{k}": engine_step(k, device, traffic) for k in (1, 16)}
         probes["draft_host"] = lambda: drafter_host_probe(device, traffic)
-        # a speculative step's order of products, where the context model's warm curves price it
+        # the engine's products timed in place, where the context model's warm curves price them
         self.reuse_rows = (1, 4) if small else REUSE_ROWS
         if device == "cpu" and self.context is not None and self.cache_bytes and self.context.weight_bytes <= self.cache_bytes:
-            probes["reuse"] = reuse_probe(self.context, device, self.reuse_rows, 5 if small else REUSE_STEPS)
+            probes["reuse"] = insitu_probe(self.context, device, self.reuse_rows, 5 if small else REUSE_STEPS)
         probes["ngram"] = lambda: ngram_probe(device, traffic)
         def cold(fn):
             return lambda: cold_time(fn, flush, device)
@@ -494,8 +495,8 @@ class Calibration:
                 for (*size, m), (_, flops) in probes.items():
                     table.setdefault(curve_label(size), []).append([m, round(flops / (t[(key, *size, m)] * peak), 4)])
                 out[name] = table
-        out["gemm_reuse"], out["gemm_step"] = reuse_figures(t, self.context, out.get("gemm_shapes_warm", {}), peak,
-                                                            self.reuse_rows) if "reuse" in self.probes else ([], [])
+        out |= insitu_figures(t, self.context, out.get("gemm_shapes_warm", {}), peak, self.reuse_rows) \
+            if "reuse" in self.probes else {"gemm_reuse": [], "gemm_step": [], "gemm_verify": []}
         out["cache_bytes"] = self.cache_bytes
         out["warm_gap_s"] = WARM_GAP_S  # the host work between two passes of the warm curves
         tr = self.traffic  # the memory traffic the host-time probes ran amid (validation.traffic)

@@ -289,6 +289,45 @@ def ngram_times(t: dict) -> tuple[float, float]:
     return max(0.0, t[f"ngram{b0}"] - b0 * per_seq), per_seq
 
 
+TINY_CHECKPOINT = {"random_shape": "tiny", "layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16,
+                   "ffn": 128, "vocab": 256}  # the probes' 1-layer tiny random model
+
+
+def checkpoint_of(model: ModelSpec) -> dict:
+    """An engine checkpoint mapping of random weights of `model`'s own shape."""
+    return {"random_shape": "tiny"} | {k: int(getattr(model, k)) for k in ("layers", "hidden", "heads", "kv_heads",
+                                                                           "head_dim", "ffn", "vocab")}
+
+
+def probe_engine(batch: int, device: str, entry: dict, tokens: int, prompt: int = 16, checkpoint: dict = TINY_CHECKPOINT):
+    """(trace, model, drafters or None, requests) of an engine probe: random weights of
+    `checkpoint`'s shape, `batch` sequences decoding `tokens` tokens each after a `prompt`-token
+    prompt with the speculation `entry`, all at once (closed, concurrency `batch`)."""
+    import tempfile
+
+    import yaml
+
+    from engine.checkpoint import resolve
+    from sim.spec import load_trace
+    from sim.workload import make_requests
+    doc = {"version": 1, "name": "calibrate-step", "seed": 1, "hardware": "cpu", "model": "tiny",
+           "serving": {"max_num_seqs": batch, "max_num_batched_tokens": max(4096, batch * prompt), "page_size": 16,
+                       "kv_pages": 64 * batch, "paging": "indexshare"},
+           "workload": {"requests": batch, "arrival": {"process": "closed", "concurrency": batch},
+                        "prompt_tokens": {"dist": "fixed", "value": prompt},
+                        "output_tokens": {"dist": "fixed", "value": tokens}},
+           "speculation": [entry],
+           "engine": {"checkpoint": checkpoint, "device": device}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        trace = load_trace(path)
+    source = resolve(trace)
+    model = source.build()
+    drafters = source.drafters(model) if entry["scheme"] != "none" else None
+    return trace, model, drafters, make_requests(trace.workload, trace.seed)
+
+
 def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=None, prompt: int = 16,
                   passes: bool = False) -> dict:
     """The step columns (numpy arrays) of the decode steps with every sequence in them, of the
@@ -297,31 +336,9 @@ def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=Non
     drafter pass followed by its read and the engine timed on its clock (the reads left out); with
     `passes`, a column "draft_pass_time": the seconds of the step's drafter passes and input
     projections within its draft_time (validation.drafter_host.PassClock)."""
-    import tempfile
-
-    import yaml
-
-    from engine.checkpoint import resolve
     from engine.runner import run_scheme
-    from sim.spec import load_trace
-    from sim.workload import make_requests
     from validation.drafter_host import PassClock
-    doc = {"version": 1, "name": "calibrate-step", "seed": 1, "hardware": "cpu", "model": "tiny",
-           "serving": {"max_num_seqs": batch, "max_num_batched_tokens": 4096, "page_size": 16,
-                       "kv_pages": 64 * batch, "paging": "indexshare"},
-           "workload": {"requests": batch, "arrival": {"process": "closed", "concurrency": batch},
-                        "prompt_tokens": {"dist": "fixed", "value": prompt},
-                        "output_tokens": {"dist": "fixed", "value": tokens}},
-           "speculation": [entry],
-           "engine": {"checkpoint": {"random_shape": "tiny", "layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2,
-                                     "head_dim": 16, "ffn": 128, "vocab": 256}, "device": device}}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "t.yaml"
-        path.write_text(yaml.safe_dump(doc))
-        trace = load_trace(path)
-    source = resolve(trace)
-    model = source.build()
-    drafters = source.drafters(model) if entry["scheme"] != "none" else None
+    trace, model, drafters, requests = probe_engine(batch, device, entry, tokens, prompt)
     clock = time.perf_counter
     if traffic is not None:
         traffic.wrap(model)
@@ -330,8 +347,7 @@ def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=Non
     timer = PassClock(clock, device_sync(device)) if passes else None
     if timer is not None:
         timer.wrap(model, drafters)
-    res = run_scheme(trace, trace.speculation[0], make_requests(trace.workload, trace.seed), model,
-                     drafters=drafters, clock=clock)
+    res = run_scheme(trace, trace.speculation[0], requests, model, drafters=drafters, clock=clock)
     cols = res.result.steps.columns()
     if timer is not None:
         steps = timer.steps[1:]  # the first target pass is the runner's untimed warm-up, before any step

@@ -89,7 +89,8 @@ draft_node_us: {m['draft_node_s'] * 1e6:.2f}
 ngram_call_us: {m['ngram_call_s'] * 1e6:.1f}
 ngram_seq_us: {m['ngram_seq_s'] * 1e6:.2f}
 {_reuse_yaml(m.get('gemm_reuse'))}
-{_step_yaml(m.get('gemm_step'))}
+{_step_yaml('gemm_step', m.get('gemm_step'), "in a step of plain decoding")}
+{_step_yaml('gemm_verify', m.get('gemm_verify'), "in a step after a drafter's passes")}
 """ + _gemm_rows_yaml("gemm_rows", m.get("gemm_rows"), "weights read from memory") \
         + _gemm_rows_yaml("gemm_rows_warm", m.get("gemm_rows_warm"),
                           f"weights in the last-level cache, passes {m.get('warm_gap_s', 0) * 1e3:g} ms apart") \
@@ -103,18 +104,18 @@ def _reuse_yaml(rows) -> str:
     """The profile's gemm_reuse line (validation.reuse), or a comment where none was measured."""
     if not rows:
         return "# gemm_reuse: none measured (a drafter's products at the warm curves' price)"
-    return ("# products used again within a step over the warm curves' price (validation.reuse): rows, the first\n"
-            "# drafter pass's LM head shared with the target, the later passes' layer and LM head\n"
+    return ("# products used again within a step, timed in the engine, over the warm curves' price (validation.reuse):\n"
+            "# rows, the first drafter pass's LM head shared with the target, the later passes' layer and LM head\n"
             f"gemm_reuse: {[list(r) for r in rows]}")
 
 
-def _step_yaml(rows) -> str:
-    """The profile's gemm_step line (validation.reuse), or a comment where none was measured."""
+def _step_yaml(name: str, rows, where: str) -> str:
+    """The profile's gemm_step or gemm_verify line (validation.reuse), or a comment where none was measured."""
     if not rows:
-        return "# gemm_step: none measured (the target's products at the warm curves' price)"
-    return ("# the target's products in a step's order, host work between them, over the warm curves' price\n"
+        return f"# {name}: none measured (the target's products at the warm curves' price)"
+    return (f"# the target's products {where}, timed in the engine, over the warm curves' price\n"
             "# (validation.reuse): rows, its layers' products, its LM head's\n"
-            f"gemm_step: {[list(r) for r in rows]}")
+            f"{name}: {[list(r) for r in rows]}")
 
 
 def _context_note(context) -> str:

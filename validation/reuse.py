@@ -1,30 +1,31 @@
-"""The calibration's probe of weights used again within a speculative step (validation/calibrate.py).
+"""The calibration's probe of the products an engine's step takes, timed in the engine itself
+(validation/calibrate.py; since 0.42.0).
 
 The warm matmul curves (gemm_shapes_warm) time a pass over a model's matrices that wait
-WARM_GAP_S of host work between passes: the target's matrices, used once a step. A drafter's
-passes run soon after the target's and after each other: an EAGLE head's and MTP module's LM
-head is the target's own, used again right after the target's forward, and a head's own layer
-(a draft model's layers) is used again by every pass after a step's first. On a 2-core EPYC VM
-(32 MB L3) those products ran 0.4-0.8x what the warm curves charge at 1-4 rows, and a replay of
-the step's order of products reproduced the engine's times where fixed gaps did not
-(validation/results/cpu-epyc-zen3/0.39.0/reuse.txt, drafter_parts.txt).
+WARM_GAP_S of host work between passes, in a pool of one shape. The engine's products run
+slower or faster than that, by where in a step they run:
+- `gemm_step`: the target's products in a step of plain decoding;
+- `gemm_verify`: the target's products in a step after a drafter's forward passes (verifying
+  the drafts);
+- `gemm_reuse`: a drafter's products of weights used again within the step: an EAGLE head's
+  and MTP module's first pass's LM head (the target's, used right after the target's forward),
+  and every later pass's layer products and LM head (used a pass before).
 
-`reuse_probe` replays that order with random matrices of the target's shapes, at each of
-`rows`: host work (a step's other work), the target's layers and LM head, host work (its
-verification, the drafter's set-up), then REUSE_PASSES drafter passes, each after a pass's
-packing: a 2h -> h projection, one layer of the target's shapes and the LM head; every product of
-a forward after a layer's host work per product (its norms, rotary, attention and their calls
-run between the products in the engine). Without that work between the products the replay read
-the products 10-25% faster than with it at 4 and 16 rows (0.875 / 0.74 / 0.58 against 1.02 /
-0.89 / 0.73 at 4 rows, on the three parts below; with the allocator as the engine runs it,
-engine.host_memory), where the family's engine read 0.96 / 0.84 / 0.69 in the same hour. It times the
-first pass's LM head and the later passes' layer and LM head; `reuse_figures` divides each by the
-warm curves' price of the same products: `gemm_reuse` rows of the profile,
-[rows, first pass's shared LM head, later passes' layer, later passes' LM head]
-(sim.hardware.HardwareSpec.gemm_reuse). It times the target's products too, which the warm
-curves price timed back to back in a pool of one shape: `gemm_step` rows, [rows, the target's
-layers' products, its LM head's], each over the warm curves' price (HardwareSpec.gemm_step,
-since 0.41.0), a factor on every product those curves price (sim.cost.step_factor).
+`insitu_probe` runs the engine on random weights of the context model's shape (the family the
+CPU traces run), `r` sequences at once for each of REUSE_ROWS, once without speculation and
+once with an EAGLE chain of INSITU_DEPTH (random drafts, all rejected: every step drafts the
+whole chain, one row a sequence a pass, and verifies INSITU_DEPTH + 1 rows a sequence), and
+times each matrix product where it runs (ProductClock, a torch function mode). `insitu_figures`
+divides each part's median time a step by the warm curves' price of the same products at the
+same rows.
+
+Until 0.41.0 this probe replayed a step's order of products with random matrices and fixed host
+work between them. On a 2-core EPYC VM (32 MB L3) the engine's drafters ran the reused products
+1.2-1.3x slower than the replay read them (validation/results/cpu-epyc-zen3/0.41.0/
+drafter_parts.txt), and host work or memory reads in the replay's gaps did not close that
+(pass_gaps.txt); the engine timed in place read them 1.0-1.9x the replay in the same process
+(0.42.0/insitu.txt), and its target's products in a verifying step at 6 and 24 rows 1.26-1.38x
+the warm curves' price, where the replay had put them near 1.1.
 """
 from __future__ import annotations
 
@@ -36,20 +37,11 @@ import torch
 
 from sim.cost import REUSE_PARTS, STEP_PARTS, weight_shapes
 from sim.models import ModelSpec
-from validation.timing import host_gap
 
-REUSE_ROWS = (1, 4, 16, 64)  # a drafter pass's rows: one per sequence, up to a tree level's
-REUSE_PASSES = 5  # drafter passes a replayed step (EAGLE's depth 5)
-REUSE_STEPS = 30  # replayed steps a call, at each rows, after REUSE_SKIP untimed ones
+REUSE_ROWS = (1, 4, 16, 64)  # sequences at once: a drafter pass's rows, up to a tree level's
+REUSE_STEPS = 20  # whole steps timed a call, at each rows, after REUSE_SKIP untimed ones
 REUSE_SKIP = 3
-# host work between the step's parts, seconds: the step's other work before the target's forward,
-# its verification and the drafter's set-up after it, each drafter pass's packing (the family's
-# engine steps at one sequence, 0.39.0's drafter_parts.txt)
-REUSE_GAPS = (0.003, 0.0005, 0.0002)
-# host work before each product of a forward: a family-shaped layer's host time beyond its
-# products over its four products (this CPU's calibrations: 650-780 us a layer, `launch_us` x
-# KERNELS_PER_LAYER)
-REUSE_PRODUCT_GAP = 0.00016
+INSITU_DEPTH = 5  # the EAGLE chain the probe drafts (EAGLE's depth 5): its passes a step
 
 
 def layer_shapes(m: ModelSpec) -> list[tuple[int, int]]:
@@ -58,64 +50,124 @@ def layer_shapes(m: ModelSpec) -> list[tuple[int, int]]:
     return [(int(k), int(n)) for k, n in attn + ffn]
 
 
-def reuse_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REUSE_STEPS):
-    """The replay's call: {f"reuse{part}{r}": median seconds over `steps` replayed steps} for
-    each of `rows` and each of sim.cost.REUSE_PARTS (the later passes' per pass) and
-    sim.cost.STEP_PARTS (the target's layers, all of them, and its LM head)."""
-    layer, h = layer_shapes(model), model.hidden
-    lm_shape = (h, model.vocab)
+class ProductClock:
+    """Times, step by step, the matrix products (`@`) of an engine run's target and (if given)
+    its EAGLE head by the weight each reads: a torch function mode over the run (`mode`), the
+    target's and head's forwards wrapped on the instances to say whose pass runs. `steps[i]`:
+    {"target": {"layer" | "lm": [(rows, seconds), ...]}, "passes": [the same, a drafter pass
+    each]}; a step's drafting precedes its target pass, which closes it."""
 
-    def mats(shapes):  # W.T (k, n) of each (k, n), as the engine's x @ W.T reads W (n, k)
-        return [torch.randn(n, k, device=device).T for k, n in shapes]
-    target = mats(layer * model.layers)
-    head = mats([(2 * h, h)] + layer)
-    lm = mats([lm_shape])[0]
-    other, verify, pack = (host_gap(s) for s in REUSE_GAPS)
-    between = host_gap(REUSE_PRODUCT_GAP)
-    clock = time.perf_counter
-    ks = {w.shape[0] for w in target + head + [lm]}
-    inputs = {r: {k: torch.randn(r, k, device=device) for k in ks} for r in rows}  # rows -> k -> x (r, k)
+    def __init__(self, model, head=None, clock=time.perf_counter):
+        from torch.overrides import TorchFunctionMode
+        self.clock, self.steps, self.cur, self.where = clock, [], None, None
+        models = [model] + ([head.model] if head is not None else [])
+        kinds = {w.data_ptr(): "layer" for m in models for layer in m.layers
+                 for w in (layer.wqkv, layer.wo, layer.w_gate_up, layer.w_down)}
+        kinds[model.lm_head.data_ptr()] = "lm"
+        me = self
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if func is not torch.Tensor.matmul or me.where is None:
+                    return func(*args, **kwargs)
+                t0 = me.clock()
+                out = func(*args, **kwargs)
+                dt = me.clock() - t0
+                kind = kinds.get(args[1].data_ptr())  # x @ W.T: W.T shares W's storage
+                if kind is not None:
+                    me.where.setdefault(kind, []).append((int(args[0].shape[0]), dt))
+                return out
+        self.mode = Mode()
+        model.forward = self._wrap(model.forward, True)
+        if head is not None:
+            head.model.forward = self._wrap(head.model.forward, False)
+
+    def _wrap(self, fn, target: bool):
+        def forward(*args, **kwargs):
+            if self.cur is None:
+                self.cur = {"passes": []}
+            if target:
+                self.cur["target"] = self.where = {}
+            else:
+                self.where = {}
+                self.cur["passes"].append(self.where)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.where = None
+                if target:
+                    self.steps.append(self.cur)
+                    self.cur = None
+        return forward
+
+
+def _total(part: dict, kind: str) -> float:
+    return sum(s for _, s in part.get(kind, []))
+
+
+def _rows_are(part: dict, rows: int) -> bool:
+    """Whether every product of `part` (a pass's or the target's) ran `rows` rows."""
+    return bool(part.get("lm")) and all(n == rows for v in part.values() for n, _ in v)
+
+
+def step_parts(steps: list, r: int, passes: int, skip: int = REUSE_SKIP) -> dict:
+    """Each part's times a step ({part: [seconds, ...]}) over ProductClock's `steps` of `r`
+    sequences that are whole: `passes` drafter passes of r rows and a target pass of
+    (passes + 1) r rows (no prefill in them); the first `skip` of them left out. Parts:
+    "layers", "lm" (the target's layers' products, all of them, and its LM head's; "verify_"
+    before each where passes > 0) and, with passes, REUSE_PARTS (the later passes' per pass)."""
+    got: dict = {}
+    whole = [s for s in steps if len(s["passes"]) == passes and _rows_are(s.get("target", {}), (passes + 1) * r)
+             and all(_rows_are(p, r) for p in s["passes"])][skip:]
+    pre = "verify_" if passes else ""
+    for s in whole:
+        t, ps = s["target"], s["passes"]
+        parts = {f"{pre}layers": _total(t, "layer"), f"{pre}lm": _total(t, "lm")}
+        if passes:
+            later = ps[1:]
+            parts |= {"first": _total(ps[0], "lm"),
+                      "later_layer": statistics.mean(_total(p, "layer") for p in later),
+                      "later_lm": statistics.mean(_total(p, "lm") for p in later)}
+        for k, v in parts.items():
+            got.setdefault(k, []).append(v)
+    return got
+
+
+def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REUSE_STEPS):
+    """The probe's call: for each of `rows`, the engine on random weights of `model`'s shape
+    without speculation and with an EAGLE chain of INSITU_DEPTH (see the module's docstring),
+    {f"reuse{part}{r}": median seconds a step} for STEP_PARTS (plain decoding), "verify_" +
+    STEP_PARTS (the target after the drafter's passes) and REUSE_PARTS."""
+    from engine.runner import run_scheme
+    from validation.host_probes import checkpoint_of, probe_engine
+    tokens = REUSE_SKIP + steps + INSITU_DEPTH + 2  # the last steps draft shorter chains
+
+    def run(r: int, entry: dict, passes: int) -> dict:
+        trace, target, drafters, requests = probe_engine(r, device, entry, tokens, checkpoint=checkpoint_of(model))
+        clock = ProductClock(target, drafters.eagle if passes else None)
+        with clock.mode:
+            run_scheme(trace, trace.speculation[0], requests, target, drafters=drafters)
+        got = step_parts(clock.steps, r, passes)
+        if not got:
+            raise RuntimeError(f"the in-situ probe's {entry['scheme']} run at {r} sequences had no whole step")
+        return {f"reuse{p}{r}": statistics.median(v) for p, v in got.items()}
 
     def call():
         out = {}
         for r in rows:
-            xs = inputs[r]
-
-            def timed(w):
-                between()
-                t0 = clock()
-                xs[w.shape[0]] @ w
-                return clock() - t0
-            got = {p: [] for p in REUSE_PARTS + STEP_PARTS}
-            for s in range(REUSE_SKIP + steps):
-                other()
-                layers_s = sum(timed(w) for w in target)
-                target_lm_s = timed(lm)
-                if s >= REUSE_SKIP:
-                    got["layers"].append(layers_s)
-                    got["lm"].append(target_lm_s)
-                verify()
-                for p in range(REUSE_PASSES):
-                    pack()
-                    xs[head[0].shape[0]] @ head[0]  # the projection
-                    layer_s = sum(timed(w) for w in head[1:])
-                    lm_s = timed(lm)
-                    if s >= REUSE_SKIP:
-                        if p == 0:
-                            got["first"].append(lm_s)
-                        else:
-                            got["later_layer"].append(layer_s)
-                            got["later_lm"].append(lm_s)
-            out |= {f"reuse{p}{r}": statistics.median(v) for p, v in got.items()}  # STEP_PARTS' too
+            out |= run(r, {"scheme": "none"}, 0)
+            out |= run(r, {"scheme": "eagle", "depth": INSITU_DEPTH}, INSITU_DEPTH)
         return out
     return call
 
 
-def reuse_figures(t: dict, model: ModelSpec, shapes_warm: dict, peak: float, rows=REUSE_ROWS) -> tuple[list, list]:
-    """(gemm_reuse's rows, gemm_step's rows) from reuse_probe's times `t` and the profile's warm
-    shape curves (`shapes_warm`: {"KxN": [[rows, fraction of `peak`], ...]}): each part over the
-    warm curves' price of its products at those rows. A rows value without the curves it needs
-    is left out."""
+def insitu_figures(t: dict, model: ModelSpec, shapes_warm: dict, peak: float, rows=REUSE_ROWS) -> dict:
+    """{"gemm_reuse", "gemm_step", "gemm_verify": rows of the profile} from insitu_probe's
+    times `t` and the profile's warm shape curves (`shapes_warm`: {"KxN": [[rows, fraction of
+    `peak`], ...]}): each part over the warm curves' price of its products at its rows (a
+    drafter pass's r, a verifying target's (INSITU_DEPTH + 1) r). A rows value without the
+    curves it needs is left out."""
     layer, h = layer_shapes(model), model.hidden
 
     def warm(shapes, r):
@@ -128,14 +180,20 @@ def reuse_figures(t: dict, model: ModelSpec, shapes_warm: dict, peak: float, row
             total += 2.0 * k * n * r / (float(np.interp(r, at, frac)) * peak)
         return total
 
-    reuse, step = [], []
+    def row(r, keys, prices):
+        if any(p is None for p in prices) or any(f"reuse{k}{r}" not in t for k in keys):
+            return None
+        return [r] + [round(t[f"reuse{k}{r}"] / p, 4) for k, p in zip(keys, prices)]
+
+    out = {"gemm_reuse": [], "gemm_step": [], "gemm_verify": []}
     for r in rows:
-        lm_s, layer_s = warm([(h, model.vocab)], r), warm(layer, r)
-        if lm_s is None or layer_s is None or f"reusefirst{r}" not in t:
-            continue
-        # the parts' products at the warm price
-        price = {"first": lm_s, "later_layer": layer_s, "later_lm": lm_s, "layers": layer_s * model.layers, "lm": lm_s}
-        reuse.append([r] + [round(t[f"reuse{p}{r}"] / price[p], 4) for p in REUSE_PARTS])
-        if f"reuselayers{r}" in t:
-            step.append([r] + [round(t[f"reuse{p}{r}"] / price[p], 4) for p in STEP_PARTS])
-    return reuse, step
+        v = (INSITU_DEPTH + 1) * r
+        lm, lay, lm_v, lay_v = warm([(h, model.vocab)], r), warm(layer, r), warm([(h, model.vocab)], v), warm(layer, v)
+        for name, at, keys, prices in (
+                ("gemm_reuse", r, REUSE_PARTS, (lm, lay, lm)),
+                ("gemm_step", r, STEP_PARTS, (lay and lay * model.layers, lm)),
+                ("gemm_verify", v, tuple(f"verify_{p}" for p in STEP_PARTS), (lay_v and lay_v * model.layers, lm_v))):
+            got = row(r, keys, prices)
+            if got is not None:
+                out[name].append([at] + got[1:])
+    return out
