@@ -629,9 +629,12 @@ def test_insitu_probe_times_each_part_where_the_engine_runs_it():
     from validation.reuse import INSITU_DEPTH, ProductClock, step_parts
     trace, target, drafters, requests = probe_engine(2, "cpu", {"scheme": "eagle", "depth": INSITU_DEPTH}, 12,
                                                      checkpoint=TINY_CHECKPOINT)
+    import torch
+    plain = torch.Tensor.__matmul__
     clock = ProductClock(target, drafters.eagle)
-    with clock.mode:
+    with clock:
         run_scheme(trace, trace.speculation[0], requests, target, drafters=drafters)
+    assert torch.Tensor.__matmul__ is plain  # restored on exit
     chains = [s for s in clock.steps if len(s["passes"]) == INSITU_DEPTH]
     # the first chain catches up on the prompt (16 rows a sequence; logits for the last only)
     assert [n for n, _ in chains[0]["passes"][0]["layer"]] == [32] * 4

@@ -850,3 +850,17 @@ def test_gemm_verify_prices_the_target_after_a_drafters_passes(tmp_path):
     kinds = {name: drafts_passes(object.__new__(cls)) for name, cls in REGISTRY.items()}
     assert kinds == {"none": False, "ngram": False, "medusa": False, "draft": True, "mtp": True, "eagle": True,
                      "eagle2": True}
+
+
+def test_the_simulator_prices_a_model_drafters_target_after_its_passes():
+    """The replica's and the speculator's target forwards are built `after_passes` exactly for a
+    scheme whose drafter runs forward passes (golden-tiny: none and an EAGLE chain)."""
+    from sim.simulator import Replica
+    from sim.spec import load_trace
+    from sim.workload import make_requests
+    trace = load_trace(Path(__file__).resolve().parents[1] / "traces" / "golden-tiny.yaml")
+    wl = make_requests(trace.workload, trace.seed)
+    got = {s.name: (Replica(trace, s, wl).target_cost.after_passes,
+                    Replica(trace, s, wl).spec.target.after_passes if s.name != "none" else None)
+           for s in trace.speculation}
+    assert got == {"none": (False, None), "eagle": (True, True)}
