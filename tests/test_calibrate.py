@@ -619,6 +619,17 @@ def test_insitu_figures_divide_each_part_by_the_warm_curves_price():
     assert len(layer_shapes(m)) == 4 and set(layer_shapes(m)) <= model_shapes(m)
 
 
+def test_the_probe_prompt_is_the_traces_median():
+    from sim.spec import load_trace
+    from validation.reuse import probe_prompt
+    root = Path(__file__).resolve().parents[1]
+    assert probe_prompt(load_trace(root / "traces" / "family-schemes.yaml")) == 128
+    trace = load_trace(root / "traces" / "golden-tiny.yaml")
+    from sim.workload import make_requests
+    import statistics
+    assert probe_prompt(trace) == int(statistics.median(r.prompt_tokens for r in make_requests(trace.workload, trace.seed).requests))
+
+
 def test_insitu_probe_times_each_part_where_the_engine_runs_it():
     """ProductClock in an engine run (tiny shape, EAGLE chain of 5): every whole step has the
     chain's passes at one row a sequence, the target verifying six, a layer's four products in
@@ -646,7 +657,8 @@ def test_insitu_probe_times_each_part_where_the_engine_runs_it():
         assert all([n for n, _ in p["layer"]] == [2] * 4 and [n for n, _ in p["lm"]] == [2] for p in s["passes"])
     got = step_parts(clock.steps, 2, INSITU_DEPTH, skip=1)
     assert set(got) == {"verify_layers", "verify_lm", "first", "later_layer", "later_lm"}
-    assert len(got["first"]) == len(whole) - 1 and all(x > 0 for v in got.values() for x in v)
+    # the catch-up chain counts too (its first pass's LM head runs one row a sequence)
+    assert len(got["first"]) == len(chains) - 1 and all(x > 0 for v in got.values() for x in v)
     assert step_parts(clock.steps, 3, INSITU_DEPTH) == {}  # no step of 3 sequences
     # the target's prefill and the shorter chains at the end are other steps, left out
     assert len(clock.steps) > len(whole)

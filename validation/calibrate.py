@@ -200,7 +200,7 @@ import torch  # noqa: E402
 from engine.host_memory import retain_freed_memory  # noqa: E402
 from sim.speed import drift_of, spread_of  # noqa: E402
 from validation.drafter_host import drafter_host_figures, drafter_host_probe  # noqa: E402
-from validation.reuse import REUSE_ROWS, REUSE_STEPS, insitu_figures, insitu_probe  # noqa: E402
+from validation.reuse import REUSE_PROMPT, REUSE_ROWS, REUSE_STEPS, insitu_figures, insitu_probe, probe_prompt  # noqa: E402
 from validation.host_probes import (allocator_op, draft_cand_time, draft_logit_probe, draft_logit_time,
                                     draft_tree_probe,
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
@@ -274,13 +274,14 @@ class Calibration:
     drifting host. Sizes are parameters so a test can run the CPU form small."""
 
     def __init__(self, size_mb: int = 512, gemm_n: int = 1024, device: str = "cpu", context: ModelSpec | None = None,
-                 models=None):
+                 models=None, prompt: int = REUSE_PROMPT):
         """context: the model whose passes' memory traffic the host-time probes run amid
         (validation.traffic; on a CPU only; None: none, the probes' tiny models alone); models:
         the priced models, (weights' bytes per device, {(k, n)} weight matrices) each, whose
         matrices get matmul curves of their own (on a CPU), each where it prices (priced_shapes:
         warm where its weights fit the last-level cache, else cold; None: the context's,
-        sim.cost.model_shapes)."""
+        sim.cost.model_shapes); prompt: the in-situ probe's prompt tokens a sequence
+        (validation.reuse.probe_prompt)."""
         self.size_mb, self.gemm_n = size_mb, gemm_n
         self.context = context if device == "cpu" else None
         traffic = self.traffic = Traffic.of(self.context, device)
@@ -354,7 +355,7 @@ class Calibration:
         # the engine's products timed in place, where the context model's warm curves price them
         self.reuse_rows = (1, 4) if small else REUSE_ROWS
         if device == "cpu" and self.context is not None and self.cache_bytes and self.context.weight_bytes <= self.cache_bytes:
-            probes["reuse"] = insitu_probe(self.context, device, self.reuse_rows, 5 if small else REUSE_STEPS)
+            probes["reuse"] = insitu_probe(self.context, device, self.reuse_rows, 5 if small else REUSE_STEPS, prompt)
         probes["ngram"] = lambda: ngram_probe(device, traffic)
         def cold(fn):
             return lambda: cold_time(fn, flush, device)
@@ -553,9 +554,10 @@ DEFAULT_CONTEXT = "tiny"
 def for_trace(trace, spec: ModelSpec) -> "Calibration":
     """The calibration that prices `trace` run on the engine's model `spec`: its host-time probes
     amid that model's memory traffic (validation.traffic), the matmul curves of its target's and
-    drafters' own matrices (sim.cost.model_shapes) at the residency they price at."""
+    drafters' own matrices (sim.cost.model_shapes) at the residency they price at, and the
+    engine's products timed in place after the trace's median prompt (validation.reuse)."""
     return Calibration(context=spec, models=[(spec.weight_bytes / trace.tp, model_shapes(spec, trace.tp).union(
-        *(s.matrix_shapes(spec, trace.tp) for s in trace.speculation)))])
+        *(s.matrix_shapes(spec, trace.tp) for s in trace.speculation)))], prompt=probe_prompt(trace))
 
 
 def context_model(name: str) -> ModelSpec | None:

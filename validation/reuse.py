@@ -41,6 +41,7 @@ from sim.models import ModelSpec
 REUSE_ROWS = (1, 4, 16, 64)  # sequences at once: a drafter pass's rows, up to a tree level's
 REUSE_STEPS = 20  # whole steps timed a call, at each rows, after REUSE_SKIP untimed ones
 REUSE_SKIP = 3
+REUSE_PROMPT = 16  # prompt tokens a sequence, where no trace gives its own (probe_prompt)
 INSITU_DEPTH = 5  # the EAGLE chain the probe drafts (EAGLE's depth 5): its passes a step
 
 
@@ -57,8 +58,8 @@ class ProductClock:
     (on the instances) say whose pass runs. `steps[i]`: {"target": {"layer" | "lm": [(rows,
     seconds), ...]}, "passes": [the same, a drafter pass each]}; a step's drafting precedes its
     target pass, which closes it. (A torch function mode, which sees every torch call, made the
-    probe's steps 1.6-1.75x as long as the engine's own on the family's shape; this wrapper
-    4%: 0.42.0/insitu.txt.)"""
+    probe's steps 1.6-1.75x as long as the engine's own on the family's shape, this wrapper
+    1.01-1.05x: validation/results/cpu-epyc-zen3/0.42.0/mode_check.txt.)"""
 
     def __init__(self, model, head=None, clock=time.perf_counter):
         self.clock, self.steps, self.cur, self.where = clock, [], None, None
@@ -121,13 +122,16 @@ def _rows_are(part: dict, rows: int) -> bool:
 
 def step_parts(steps: list, r: int, passes: int, skip: int = REUSE_SKIP) -> dict:
     """Each part's times a step ({part: [seconds, ...]}) over ProductClock's `steps` of `r`
-    sequences that are whole: `passes` drafter passes of r rows and a target pass of
-    (passes + 1) r rows (no prefill in them); the first `skip` of them left out. Parts:
-    "layers", "lm" (the target's layers' products, all of them, and its LM head's; "verify_"
-    before each where passes > 0) and, with passes, REUSE_PARTS (the later passes' per pass)."""
+    sequences that are whole: `passes` drafter passes, the first's LM head at r rows (its layers
+    catch up on the tokens the last step accepted) and the later ones' products all at r, and a
+    target pass of (passes + 1) r rows (no prefill in them); the first `skip` of them left out.
+    Parts: "layers", "lm" (the target's layers' products, all of them, and its LM head's;
+    "verify_" before each where passes > 0) and, with passes, REUSE_PARTS (the later passes' per
+    pass)."""
     got: dict = {}
     whole = [s for s in steps if len(s["passes"]) == passes and _rows_are(s.get("target", {}), (passes + 1) * r)
-             and all(_rows_are(p, r) for p in s["passes"])][skip:]
+             and (not passes or _rows_are({"lm": s["passes"][0].get("lm", [])}, r))
+             and all(_rows_are(p, r) for p in s["passes"][1:])][skip:]
     pre = "verify_" if passes else ""
     for s in whole:
         t, ps = s["target"], s["passes"]
@@ -142,9 +146,19 @@ def step_parts(steps: list, r: int, passes: int, skip: int = REUSE_SKIP) -> dict
     return got
 
 
-def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REUSE_STEPS):
-    """The probe's call: for each of `rows`, the engine on random weights of `model`'s shape
-    without speculation and with an EAGLE chain of INSITU_DEPTH (see the module's docstring),
+def probe_prompt(trace) -> int:
+    """The prompt tokens the probe gives each sequence to price `trace`: its requests' median.
+    The KV a step reads between the products slows them: at 16 sequences the later passes'
+    products read 15-21% slower after 128-token prompts than after 16-token ones
+    (validation/results/cpu-epyc-zen3/0.42.0/family_check.txt)."""
+    from sim.workload import make_requests
+    return max(1, int(statistics.median(r.prompt_tokens for r in make_requests(trace.workload, trace.seed).requests)))
+
+
+def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REUSE_STEPS, prompt: int = REUSE_PROMPT):
+    """The probe's call: for each of `rows`, the engine on random weights of `model`'s shape,
+    `prompt`-token prompts, without speculation and with an EAGLE chain of INSITU_DEPTH (see the
+    module's docstring),
     {f"reuse{part}{r}": median seconds a step} for STEP_PARTS (plain decoding), "verify_" +
     STEP_PARTS (the target after the drafter's passes) and REUSE_PARTS."""
     from engine.runner import run_scheme
@@ -152,7 +166,7 @@ def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = RE
     tokens = REUSE_SKIP + steps + INSITU_DEPTH + 2  # the last steps draft shorter chains
 
     def run(r: int, entry: dict, passes: int) -> dict:
-        trace, target, drafters, requests = probe_engine(r, device, entry, tokens, checkpoint=checkpoint_of(model))
+        trace, target, drafters, requests = probe_engine(r, device, entry, tokens, prompt, checkpoint_of(model))
         clock = ProductClock(target, drafters.eagle if passes else None)
         with clock:
             run_scheme(trace, trace.speculation[0], requests, target, drafters=drafters)
