@@ -23,9 +23,12 @@ Until 0.41.0 this probe replayed a step's order of products with random matrices
 work between them. On a 2-core EPYC VM (32 MB L3) the engine's drafters ran the reused products
 1.2-1.3x slower than the replay read them (validation/results/cpu-epyc-zen3/0.41.0/
 drafter_parts.txt), and host work or memory reads in the replay's gaps did not close that
-(pass_gaps.txt); the engine timed in place read them 1.0-1.9x the replay in the same process
-(0.42.0/insitu.txt), and its target's products in a verifying step at 6 and 24 rows 1.26-1.38x
-the warm curves' price, where the replay had put them near 1.1.
+(pass_gaps.txt). The engine timed in place after the family's 128-token prompts read them
+1.15-1.53x the replay in the same process (0.42.0/insitu.txt); the prompt matters, the KV a step
+reads between the products (0.42.0/family_check.txt: 15-21% slower at 16 sequences after 128
+tokens than after 16), so the probe runs after the trace's median prompt (probe_prompt). With
+these figures the family's drafters' products are priced 0.94-1.11x the engine's at 4 and 16
+sequences, where the replay's read 0.75-0.88x (0.42.0/drafter_parts.txt).
 """
 from __future__ import annotations
 

@@ -3,10 +3,11 @@ replay of a step's order of products (validation/reuse.py at 0.41.0, read from g
 process, call by call alternately (2026-12-05). Run from the repository root of a git checkout
 with the project's environment, alone (2 cores):
 
-  python validation/results/cpu-epyc-zen3/0.42.0/insitu.py PROFILE [ROUNDS] [ROWS]
+  python validation/results/cpu-epyc-zen3/0.42.0/insitu.py PROFILE [ROUNDS] [ROWS] [PROMPT]
 
 PROFILE: a measured profile of this hour (its warm shape curves and peak price the parts);
-ROUNDS calls of each (default 3); ROWS (default 1,4,16,64). Prints each part's mean time over
+ROUNDS calls of each (default 3); ROWS (default 1,4,16,64); PROMPT, the in-situ probe's prompt
+tokens (default 128, the family traces'; the replay has none). Prints each part's mean time over
 the calls, in place and replayed at the same rows (the target's parts: the replay's at r rows;
 in place, plain decoding at r rows and, marked verify, the target after the drafter's passes at
 6 r), and both probes' profile rows (insitu_figures, and 0.41.0's reuse_figures).
@@ -32,7 +33,7 @@ def replay_module():
     return mod
 
 
-def main(profile: str, rounds: int, rows: tuple) -> None:
+def main(profile: str, rounds: int, rows: tuple, prompt: int) -> None:
     from engine.host_memory import retain_freed_memory
     from validation.calibrate import context_model
     from validation.reuse import insitu_figures, insitu_probe
@@ -41,14 +42,14 @@ def main(profile: str, rounds: int, rows: tuple) -> None:
     m = context_model("tiny")
     prof = yaml.safe_load(open(profile))
     peak = prof["tflops"]["fp32"] * 1e12
-    ins, rep = insitu_probe(m, "cpu", rows), old.reuse_probe(m, "cpu", rows)
+    ins, rep = insitu_probe(m, "cpu", rows, prompt=prompt), old.reuse_probe(m, "cpu", rows)
     a, b = [], []
     for _ in range(rounds):
         a.append(ins())
         b.append(rep())
     mean = lambda calls: {k: float(np.mean([c[k] for c in calls])) for k in calls[0]}  # noqa: E731
     ta, tb = mean(a), mean(b)
-    print(f"{rounds} calls each, alternately; the family's shape; profile {profile}")
+    print(f"{rounds} calls each, alternately; the family's shape; in place after {prompt}-token prompts; profile {profile}")
     print(f"{'part':22}{'in place us':>14}{'replay us':>12}{'ratio':>8}")
     for k in sorted(ta):
         other = tb.get(k)
@@ -61,4 +62,5 @@ def main(profile: str, rounds: int, rows: tuple) -> None:
 if __name__ == "__main__":
     torch.set_num_threads(1)
     main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 3,
-         tuple(int(x) for x in (sys.argv[3] if len(sys.argv) > 3 else "1,4,16,64").split(",")))
+         tuple(int(x) for x in (sys.argv[3] if len(sys.argv) > 3 else "1,4,16,64").split(",")),
+         int(sys.argv[4]) if len(sys.argv) > 4 else 128)
