@@ -85,12 +85,12 @@ class HardwareSpec:
     # held beyond the ends): a drafter's first pass's LM head where it is the target's (used right
     # after the target's forward), and every later pass's layer products and LM head (used a pass
     # before). Applies where the warm curves price the model (resident_bytes); empty: 1 throughout
-    # (validation.reuse measures it; here 0.39-0.63 at one row, 0.66-0.89 at four)
+    # (validation.reuse times them in the engine; here 0.62-0.84 at one row, 0.73-0.93 at four)
     gemm_reuse: tuple = ()
-    # products taken in a step's order, a layer's host work between them, over the warm curves'
-    # price at that many rows: ((rows, layers, lm_head), ...), rows ascending (interpolated, held
-    # beyond the ends): the target's layers' products and its LM head's, timed in the same replay
-    # as gemm_reuse's parts (validation.reuse). The cost model multiplies every product it prices
+    # the target's products in a step of plain decoding, over the warm curves' price at that many
+    # rows: ((rows, layers, lm_head), ...), rows ascending (interpolated, held beyond the ends):
+    # its layers' products and its LM head's, timed in the engine with gemm_reuse's parts
+    # (validation.reuse; until 0.42.0 in a replay of a step's order of products). The cost model multiplies every product it prices
     # on those curves by the factor of its kind, a drafter's too, gemm_reuse's parts excepted
     # (sim.cost.step_factor). Applies where the warm curves price the model; empty: 1 throughout
     gemm_step: tuple = ()

@@ -312,7 +312,7 @@ def probe_engine(batch: int, device: str, entry: dict, tokens: int, prompt: int 
     from sim.workload import make_requests
     doc = {"version": 1, "name": "calibrate-step", "seed": 1, "hardware": "cpu", "model": "tiny",
            "serving": {"max_num_seqs": batch, "max_num_batched_tokens": max(4096, batch * prompt), "page_size": 16,
-                       "kv_pages": 64 * batch, "paging": "indexshare"},
+                       "kv_pages": batch * max(64, 2 * (prompt + tokens) // 16 + 2), "paging": "indexshare"},
            "workload": {"requests": batch, "arrival": {"process": "closed", "concurrency": batch},
                         "prompt_tokens": {"dist": "fixed", "value": prompt},
                         "output_tokens": {"dist": "fixed", "value": tokens}},

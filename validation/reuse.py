@@ -45,6 +45,7 @@ REUSE_ROWS = (1, 4, 16, 64)  # sequences at once: a drafter pass's rows, up to a
 REUSE_STEPS = 20  # whole steps timed a call, at each rows, after REUSE_SKIP untimed ones
 REUSE_SKIP = 3
 REUSE_PROMPT = 16  # prompt tokens a sequence, where no trace gives its own (probe_prompt)
+REUSE_PROMPT_MAX = 1024  # at most (64 sequences' prefill in one step)
 INSITU_DEPTH = 5  # the EAGLE chain the probe drafts (EAGLE's depth 5): its passes a step
 
 
@@ -150,12 +151,14 @@ def step_parts(steps: list, r: int, passes: int, skip: int = REUSE_SKIP) -> dict
 
 
 def probe_prompt(trace) -> int:
-    """The prompt tokens the probe gives each sequence to price `trace`: its requests' median.
+    """The prompt tokens the probe gives each sequence to price `trace`: its requests' median (at
+    most REUSE_PROMPT_MAX).
     The KV a step reads between the products slows them: at 16 sequences the later passes'
     products read 15-21% slower after 128-token prompts than after 16-token ones
     (validation/results/cpu-epyc-zen3/0.42.0/family_check.txt)."""
     from sim.workload import make_requests
-    return max(1, int(statistics.median(r.prompt_tokens for r in make_requests(trace.workload, trace.seed).requests)))
+    median = statistics.median(r.prompt_tokens for r in make_requests(trace.workload, trace.seed).requests)
+    return max(1, min(REUSE_PROMPT_MAX, int(median)))
 
 
 def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REUSE_STEPS, prompt: int = REUSE_PROMPT):
