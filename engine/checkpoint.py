@@ -34,8 +34,8 @@ from sim.specio import Node
 FAMILIES = {"tiny": "target.pt"}  # trained families: name -> checkpoint in engine/family (engine/train.py)
 PROMPT_DOMAINS = ("code", "text")
 DEFAULT_LAYERS = 2
-_SHAPE_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab")
-_KEYS = ("random_shape",) + _SHAPE_KEYS + ("tied_embeddings", "seed")
+SHAPE_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab")
+_KEYS = ("random_shape",) + SHAPE_KEYS + ("tied_embeddings", "seed")
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def _random(ck: Node, trace: TraceSpec) -> tuple[ModelSpec, int]:
     f = ck.mapping(_KEYS, required=("random_shape",))
     base = model_from_node(f["random_shape"], trace.base_dir)
     _dense(base, f["random_shape"], f"random_shape '{base.name}'")
-    changes = {k: f[k].integer(lo=1, hi=1_000_000) for k in _SHAPE_KEYS if k in f}
+    changes = {k: f[k].integer(lo=1, hi=1_000_000) for k in SHAPE_KEYS if k in f}
     if "tied_embeddings" in f:
         changes["tied_embeddings"] = f["tied_embeddings"].boolean()
     seed = f["seed"].integer(lo=0, hi=2**63 - 1) if "seed" in f else trace.seed

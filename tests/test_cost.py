@@ -860,7 +860,7 @@ def test_the_simulator_prices_a_model_drafters_target_after_its_passes():
     from sim.workload import make_requests
     trace = load_trace(Path(__file__).resolve().parents[1] / "traces" / "golden-tiny.yaml")
     wl = make_requests(trace.workload, trace.seed)
-    got = {s.name: (Replica(trace, s, wl).target_cost.after_passes,
-                    Replica(trace, s, wl).spec.target.after_passes if s.name != "none" else None)
-           for s in trace.speculation}
+    replicas = {s.name: Replica(trace, s, wl) for s in trace.speculation}
+    got = {name: (r.target_cost.after_passes, r.spec.target.after_passes if r.spec is not None else None)
+           for name, r in replicas.items()}
     assert got == {"none": (False, None), "eagle": (True, True)}

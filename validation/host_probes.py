@@ -295,8 +295,8 @@ TINY_CHECKPOINT = {"random_shape": "tiny", "layers": 1, "hidden": 64, "heads": 4
 
 def checkpoint_of(model: ModelSpec) -> dict:
     """An engine checkpoint mapping of random weights of `model`'s own shape."""
-    return {"random_shape": "tiny"} | {k: int(getattr(model, k)) for k in ("layers", "hidden", "heads", "kv_heads",
-                                                                           "head_dim", "ffn", "vocab")}
+    from engine.checkpoint import SHAPE_KEYS
+    return {"random_shape": "tiny"} | {k: int(getattr(model, k)) for k in SHAPE_KEYS}
 
 
 def probe_engine(batch: int, device: str, entry: dict, tokens: int, prompt: int = 16, checkpoint: dict = TINY_CHECKPOINT):

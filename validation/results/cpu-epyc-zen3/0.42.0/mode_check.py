@@ -12,9 +12,7 @@ unwatched. Prints the median step duration of each, and each part's median time 
 (validation.reuse.step_parts) under both ways.
 """
 import statistics, time, torch
-torch.set_num_threads(1)
 from engine.host_memory import retain_freed_memory
-retain_freed_memory()
 from engine.runner import run_scheme
 from validation.calibrate import context_model
 from validation.host_probes import checkpoint_of, probe_engine
@@ -29,8 +27,9 @@ def with_mode(r, entry, passes):
     got = step_parts(pc.steps, r, passes)
     d = res.result.steps.columns()["duration"]
     return {k: statistics.median(v) for k, v in got.items()}, statistics.median(d)
-def with_patch(r, entry, passes):
-    trace, target, drafters, requests = probe_engine(r, "cpu", entry, 30, checkpoint=checkpoint_of(m))
+def with_patch(r, entry, passes, prompt=16):
+    """The products' parts' medians and the median step, `@` wrapped for the run (prompt_check.py's too)."""
+    trace, target, drafters, requests = probe_engine(r, "cpu", entry, 30, prompt=prompt, checkpoint=checkpoint_of(m))
     pc = ProductClock(target, drafters.eagle if passes else None)
     kinds = {w.data_ptr(): "layer" for mm in ([target] + ([drafters.eagle.model] if passes else [])) for layer in mm.layers
              for w in (layer.wqkv, layer.wo, layer.w_gate_up, layer.w_down)}
@@ -56,12 +55,15 @@ def plain(r, entry):
     trace, target, drafters, requests = probe_engine(r, "cpu", entry, 30, checkpoint=checkpoint_of(m))
     res = run_scheme(trace, trace.speculation[0], requests, target, drafters=drafters)
     return statistics.median(res.result.steps.columns()["duration"])
-for r in (1, 4, 16):
-    for entry, passes in (({"scheme": "none"}, 0), ({"scheme": "eagle", "depth": 5}, 5)):
-        A, B, C = [], [], []
-        for i in range(3):
-            A.append(with_mode(r, entry, passes)); B.append(with_patch(r, entry, passes)); C.append(plain(r, entry))
-        print(f"r={r} {entry['scheme']}: step ms mode {statistics.median(a[1] for a in A)*1e3:.2f} patch {statistics.median(b[1] for b in B)*1e3:.2f} plain {statistics.median(C)*1e3:.2f}")
-        for k in A[0][0]:
-            ma = statistics.median(a[0][k] for a in A); mb = statistics.median(b[0][k] for b in B)
-            print(f"    {k:14} mode {ma*1e6:8.0f} patch {mb*1e6:8.0f} mode/patch {ma/mb:.3f}")
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    retain_freed_memory()
+    for r in (1, 4, 16):
+        for entry, passes in (({"scheme": "none"}, 0), ({"scheme": "eagle", "depth": 5}, 5)):
+            A, B, C = [], [], []
+            for i in range(3):
+                A.append(with_mode(r, entry, passes)); B.append(with_patch(r, entry, passes)); C.append(plain(r, entry))
+            print(f"r={r} {entry['scheme']}: step ms mode {statistics.median(a[1] for a in A)*1e3:.2f} patch {statistics.median(b[1] for b in B)*1e3:.2f} plain {statistics.median(C)*1e3:.2f}")
+            for k in A[0][0]:
+                ma = statistics.median(a[0][k] for a in A); mb = statistics.median(b[0][k] for b in B)
+                print(f"    {k:14} mode {ma*1e6:8.0f} patch {mb*1e6:8.0f} mode/patch {ma/mb:.3f}")
