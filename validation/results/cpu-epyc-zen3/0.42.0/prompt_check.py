@@ -5,7 +5,7 @@
 
 The probe's runs (validation.reuse.insitu_probe's, products timed by wrapping `@`) at 4 and 16
 sequences with 16-token prompts (the probe's) and 160-token ones (the family traces' 128 plus
-part of the 64 generated), three runs each; each part's median time a step.
+part of the 64 generated), three runs each (mode_check.py's with_patch); each part's median time a step.
 """
 import importlib.util
 import statistics
