@@ -95,11 +95,8 @@ class ForwardCost:
     """
 
     def __init__(self, model: ModelSpec, hw: HardwareSpec, tp: int = 1, layers: int | None = None,
-                 lm_head: bool = True, after_passes: bool = False):
-        """after_passes: the target's forward of a scheme whose drafter runs forward passes before
-        it (step_factor's gemm_verify)."""
+                 lm_head: bool = True):
         self.model, self.hw, self.tp, self.lm_head = model, hw, tp, lm_head
-        self.after_passes = after_passes
         self.fc = hw.peak(compute_dtype(model)) * hw.eta_compute
         self.bw = hw.mem_bw * hw.eta_memory
         self.kv_bw = self.bw * hw.eta_kv
@@ -244,7 +241,7 @@ class ForwardCost:
             return flops / self.fc * ((r + self.m0) / r if self.m0 else 1.0)
         mats = self.curves[kind] + (self.curves[extra] * times if extra else [])
         t = sum(2.0 * p * r / np.interp(r, at, frac) for p, (at, frac) in mats) / self.fc
-        t = t * step_factor(self.hw, r, "lm" if kind == "lm" else "layers", self.after_passes)  # in situ (gemm_step)
+        t = t * step_factor(self.hw, r, "lm" if kind == "lm" else "layers")  # in situ (gemm_step)
         return t if isinstance(rows, np.ndarray) else float(t)
 
     def _token_part(self, tokens, lm_tokens, scale: tuple[float, float] = (1.0, 1.0)):
@@ -343,15 +340,13 @@ STEP_PARTS = ("layers", "lm")  # gemm_step's columns: a forward's layers' produc
 STEP_OF = {"first": "lm", "later_layer": "layers", "later_lm": "lm"}  # the step part each reuse part prices
 
 
-def step_factor(hw: HardwareSpec, rows, part: str, after_passes: bool = False):
+def step_factor(hw: HardwareSpec, rows, part: str):
     """The factor on the warm curves' price of a product taken in an engine's step
-    (hardware.gemm_step; `after_passes`: the target's, after a drafter's forward passes,
-    hardware.gemm_verify where the profile has it), `part` one of STEP_PARTS, at `rows` rows (an
-    array gives an array); 1 where the profile has none or the warm curves do not price the model."""
-    table = hw.gemm_verify if after_passes and hw.gemm_verify else hw.gemm_step
-    if not table or not hw.warm_priced:
+    (hardware.gemm_step), `part` one of STEP_PARTS, at `rows` rows (an array gives an array); 1
+    where the profile has none or the warm curves do not price the model."""
+    if not hw.gemm_step or not hw.warm_priced:
         return 1.0
-    at, cols = _factor_table(table, STEP_PARTS)
+    at, cols = _factor_table(hw.gemm_step, STEP_PARTS)
     f = np.interp(np.maximum(rows, 1), at, cols[part])
     return f if isinstance(rows, np.ndarray) else float(f)
 

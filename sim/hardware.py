@@ -94,11 +94,6 @@ class HardwareSpec:
     # on those curves by the factor of its kind, a drafter's too, gemm_reuse's parts excepted
     # (sim.cost.step_factor). Applies where the warm curves price the model; empty: 1 throughout
     gemm_step: tuple = ()
-    # the target's products in a step after a drafter's forward passes (a model drafter's scheme:
-    # draft model, MTP, EAGLE), as gemm_step's rows (the rows the target verifies), measured in
-    # the engine (validation.reuse); such a scheme's target forward takes its factor from here
-    # (sim.cost.step_factor's after_passes). Empty: gemm_step's
-    gemm_verify: tuple = ()
     # set by for_weights, not read from a profile: the served model's weights (bytes per device)
     # where they fit the last-level cache and warm curves apply, else 0
     resident_bytes: float = 0.0
@@ -284,8 +279,7 @@ class HardwareSpec:
             | ({"speed_rates": list(self.speed_rates)} if self.speed_rates else {}) \
             | ({"speed_drift_rates": list(self.speed_drift_rates)} if self.speed_drift_rates else {}) \
             | ({"gemm_reuse": [list(r) for r in self.gemm_reuse]} if self.gemm_reuse else {}) \
-            | ({"gemm_step": [list(r) for r in self.gemm_step]} if self.gemm_step else {}) \
-            | ({"gemm_verify": [list(r) for r in self.gemm_verify]} if self.gemm_verify else {})
+            | ({"gemm_step": [list(r) for r in self.gemm_step]} if self.gemm_step else {})
 
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
@@ -397,8 +391,9 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         speed_drift_s=num("speed_drift_ms", 1e-3, hi=1e9),
         gemm_reuse=_factor_rows(f["gemm_reuse"], 3) if "gemm_reuse" in f else None,
         gemm_step=_factor_rows(f["gemm_step"], 2) if "gemm_step" in f else None,
-        gemm_verify=_factor_rows(f["gemm_verify"], 2) if "gemm_verify" in f else None,
     )
+    if "gemm_verify" in f:  # 0.42.0's profiles wrote it; checked, no longer priced (README 0.43.0)
+        _factor_rows(f["gemm_verify"], 2)
     defaults = {f.name: f.default for f in fields(HardwareSpec) if f.default is not MISSING}  # the optional fields
     defaults |= dict(link_bw=1e10, devices_per_node=1, eta_compute=0.7, eta_memory=0.85, launch_s=0.0,
                      step_overhead_s=0.0, seq_overhead_s=0.0, alloc_op_s=0.0, allreduce_latency_s=0.0)
@@ -426,7 +421,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
 
 def _factor_rows(node: Node, factors: int) -> tuple:
     """A table of factors by rows (`gemm_reuse: [[rows, first, later_layer, later_lm], ...]`,
-    `gemm_step` and `gemm_verify: [[rows, layers, lm_head], ...]`): `factors` a row, rows ascending, factors positive."""
+    `gemm_step: [[rows, layers, lm_head], ...]`): `factors` a row, rows ascending, factors positive."""
     items = node.seq(min_len=1, max_len=64)
     out = []
     for item in items:

@@ -19,7 +19,7 @@ import simpy
 from sim.cost import ForwardCost, Work, bound_of, host_time, verify_calls, verify_host
 from sim.kv import AllocatorStats
 from sim.scheduler import Batch, Scheduler, SeqState
-from sim.schemes.base import ZERO_COST, Scheme, SpecScheme, drafts_passes
+from sim.schemes.base import ZERO_COST, Scheme, SpecScheme
 from sim.speculation import Speculator
 from sim.speed import speed_process
 from sim.spec import TraceSpec
@@ -55,7 +55,7 @@ class Replica:
         serving = replace(trace.serving, paging=scheme.paging) if scheme.paging else trace.serving
         self.sched = Scheduler(serving, trace.num_pages, int(trace.model.kv_bytes_per_token),
                                planner=self.spec, max_nodes=scheme.max_nodes(), track_slots=False)
-        self.target_cost = ForwardCost(trace.model, trace.hardware, trace.tp, after_passes=drafts_passes(scheme))
+        self.target_cost = ForwardCost(trace.model, trace.hardware, trace.tp)
         self.speed = speed_process(trace.hardware, seed)  # None: constant speed
         self.verify_priced = trace.hardware.prices_verification
         self.log = StepLog()

@@ -14,7 +14,7 @@ from sim.cost import Cost, ForwardCost, Work, host_time, verify_host
 from sim.dyntree import TreeLibrary
 from sim.errors import SpecError
 from sim.policy import Goodput
-from sim.schemes.base import ZERO_COST, SpecScheme, drafts_passes
+from sim.schemes.base import ZERO_COST, SpecScheme
 from sim import trees as T
 
 
@@ -31,7 +31,7 @@ class Speculator:
         self.scheme = scheme
         self.trace = trace
         self.draft = scheme.drafter(trace)
-        self.target = ForwardCost(trace.model, trace.hardware, trace.tp, after_passes=drafts_passes(scheme))
+        self.target = ForwardCost(trace.model, trace.hardware, trace.tp)
         self.random = random.Random(seed).random
         self.pick = np.random.default_rng(np.random.SeedSequence([seed, 7]))
         # requests differ (a mixture): each request keeps one component, assigned in arrival order

@@ -510,16 +510,14 @@ def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
     assert ("reuse" in cal.probes) == bool(fits)
     if fits:
         got = cal.figures()
-        reuse, step, verify = got["gemm_reuse"], got["gemm_step"], got["gemm_verify"]
+        reuse, step = got["gemm_reuse"], got["gemm_step"]
         assert [r[0] for r in reuse] == [1, 4] and all(0 < x < 10 for r in reuse for x in r[1:])
         assert [r[0] for r in step] == [1, 4] and all(0 < x < 10 for r in step for x in r[1:])
-        assert [r[0] for r in verify] == [6, 24] and all(0 < x < 10 for r in verify for x in r[1:])
-        assert all(f"\n{k}: " in text for k in ("gemm_reuse", "gemm_step", "gemm_verify"))
+        assert all(f"\n{k}: " in text for k in ("gemm_reuse", "gemm_step")) and "gemm_verify" not in got
         path = tmp_path / "p.yaml"
         path.write_text(text)
         hw = hardware_from_node(Node(str(path), None, "hardware"), Path("."))
         assert hw.gemm_reuse == tuple(tuple(r) for r in reuse) and hw.gemm_step == tuple(tuple(r) for r in step)
-        assert hw.gemm_verify == tuple(tuple(r) for r in verify)
     plain = Calibration(size_mb=8, gemm_n=64)
     assert plain.traffic is None and plain.context is None and "reuse" not in plain.probes
     # the context's own matrices get matmul curves of their own, cold and (where they fit) warm
@@ -593,29 +591,24 @@ def test_cold_calls_touch_their_memory_before_the_sweep():
 def test_insitu_figures_divide_each_part_by_the_warm_curves_price():
     """Each part's median over the warm shape curves' price of the same products at its rows (2 k
     n r FLOPs at the curve's fraction of the peak, summed over a layer's matrices, or all the
-    target's layers' for gemm_step's and gemm_verify's; a verifying target at (depth + 1) r
-    rows); a table without the times or curves it needs is left out."""
+    target's layers' for gemm_step's); a table without the times or curves it needs is left
+    out."""
     from sim.cost import model_shapes
     from validation.calibrate import context_model
-    from validation.reuse import INSITU_DEPTH, insitu_figures, layer_shapes
+    from validation.reuse import insitu_figures, layer_shapes
     m, peak = context_model("tiny"), 1e11
-    v = (INSITU_DEPTH + 1) * 4
-    frac = {1: 0.05, 4: 0.2, v: 0.5}
+    frac = {1: 0.05, 4: 0.2, 24: 0.5}
     curves = {f"{k}x{n}": [[r, f] for r, f in sorted(frac.items())] for k, n in model_shapes(m)}
 
     def price(shapes, r):
         return sum(2.0 * k * n * r / (frac[r] * peak) for k, n in shapes)
     lm, layer = price([(m.hidden, m.vocab)], 4), price(layer_shapes(m), 4)
     t = {"reusefirst4": 0.5 * lm, "reuselater_layer4": 0.8 * layer, "reuselater_lm4": 0.25 * lm}
-    assert insitu_figures(t, m, curves, peak, (4,)) == {"gemm_reuse": [[4, 0.5, 0.8, 0.25]], "gemm_step": [],
-                                                        "gemm_verify": []}
-    t |= {"reuselayers4": 1.1 * layer * m.layers, "reuselm4": 0.9 * lm,
-          "reuseverify_layers4": 1.3 * price(layer_shapes(m), v) * m.layers,
-          "reuseverify_lm4": 1.2 * price([(m.hidden, m.vocab)], v)}
-    assert insitu_figures(t, m, curves, peak, (4,)) == {"gemm_reuse": [[4, 0.5, 0.8, 0.25]], "gemm_step": [[4, 1.1, 0.9]],
-                                                        "gemm_verify": [[v, 1.3, 1.2]]}
+    assert insitu_figures(t, m, curves, peak, (4,)) == {"gemm_reuse": [[4, 0.5, 0.8, 0.25]], "gemm_step": []}
+    t |= {"reuselayers4": 1.1 * layer * m.layers, "reuselm4": 0.9 * lm}
+    assert insitu_figures(t, m, curves, peak, (4,)) == {"gemm_reuse": [[4, 0.5, 0.8, 0.25]], "gemm_step": [[4, 1.1, 0.9]]}
     no_lm = {k: c for k, c in curves.items() if k != f"{m.hidden}x{m.vocab}"}
-    assert insitu_figures(t, m, no_lm, peak, (4,)) == {"gemm_reuse": [], "gemm_step": [], "gemm_verify": []}
+    assert insitu_figures(t, m, no_lm, peak, (4,)) == {"gemm_reuse": [], "gemm_step": []}
     assert len(layer_shapes(m)) == 4 and set(layer_shapes(m)) <= model_shapes(m)
 
 
@@ -656,7 +649,7 @@ def test_insitu_probe_times_each_part_where_the_engine_runs_it():
         assert [n for n, _ in s["target"]["lm"]] == [12]
         assert all([n for n, _ in p["layer"]] == [2] * 4 and [n for n, _ in p["lm"]] == [2] for p in s["passes"])
     got = step_parts(clock.steps, 2, INSITU_DEPTH, skip=1)
-    assert set(got) == {"verify_layers", "verify_lm", "first", "later_layer", "later_lm"}
+    assert set(got) == {"first", "later_layer", "later_lm"}
     # the catch-up chain counts too (its first pass's LM head runs one row a sequence)
     assert len(got["first"]) == len(chains) - 1 and all(x > 0 for v in got.values() for x in v)
     assert step_parts(clock.steps, 3, INSITU_DEPTH) == {}  # no step of 3 sequences

@@ -826,41 +826,19 @@ def test_gemm_step_round_trips_and_bad_tables_are_refused(tmp_path):
             device("cpu", gemm_step=bad)
 
 
-def test_gemm_verify_prices_the_target_after_a_drafters_passes(tmp_path):
-    """A forward built `after_passes` (the target of a model drafter's scheme) takes its step
-    factor from gemm_verify where the profile has one, gemm_step's otherwise; the simulator
-    builds its target so exactly for the schemes whose drafter runs passes."""
-    from dataclasses import replace
-    from sim.cost import ForwardCost, step_factor
-    from sim.schemes.base import drafts_passes
-    from sim.schemes import REGISTRY
+def test_a_profile_with_0_42_gemm_verify_loads_and_prices_as_without_it():
+    """0.42.0's profiles wrote gemm_verify (the target's factor after a drafter's passes); since
+    0.43.0 it is checked and ignored: such a profile loads, a step prices as without it, and a
+    malformed table is still an error."""
+    from sim.cost import ForwardCost
+    from sim.errors import SpecError
     m = model("tiny")
-    verify = ((6, 1.4, 1.6), (24, 1.3, 1.5))
-    hw = replace(resident(m), gemm_step=STEP)
-    both = replace(hw, gemm_verify=verify)
-    assert step_factor(both, 6, "layers", after_passes=True) == pytest.approx(1.4)
-    assert step_factor(both, 6, "layers") == step_factor(hw, 6, "layers", after_passes=True)  # gemm_step's
-    plain, after = ForwardCost(m, both), ForwardCost(m, both, after_passes=True)
-    base = ForwardCost(m, resident(m))
-    for tok in (6, 12, 24):
-        want = base._token_part(tok, tok, (step_factor(both, tok, "layers", True), step_factor(both, tok, "lm", True)))
-        assert after._token_part(tok, tok)[3] == pytest.approx(want[3], rel=1e-12)
-        assert after._token_part(tok, tok)[3] > plain._token_part(tok, tok)[3]
-    assert round_trip(both, tmp_path).gemm_verify == verify
-    kinds = {name: drafts_passes(object.__new__(cls)) for name, cls in REGISTRY.items()}
-    assert kinds == {"none": False, "ngram": False, "medusa": False, "draft": True, "mtp": True, "eagle": True,
-                     "eagle2": True}
-
-
-def test_the_simulator_prices_a_model_drafters_target_after_its_passes():
-    """The replica's and the speculator's target forwards are built `after_passes` exactly for a
-    scheme whose drafter runs forward passes (golden-tiny: none and an EAGLE chain)."""
-    from sim.simulator import Replica
-    from sim.spec import load_trace
-    from sim.workload import make_requests
-    trace = load_trace(Path(__file__).resolve().parents[1] / "traces" / "golden-tiny.yaml")
-    wl = make_requests(trace.workload, trace.seed)
-    replicas = {s.name: Replica(trace, s, wl) for s in trace.speculation}
-    got = {name: (r.target_cost.after_passes, r.spec.target.after_passes if r.spec is not None else None)
-           for name, r in replicas.items()}
-    assert got == {"none": (False, None), "eagle": (True, True)}
+    warm = dict(gemm_rows=CURVES, gemm_rows_warm=CURVES, cache_mb=1e6, gemm_step=[list(r) for r in STEP])
+    with_verify = device("cpu", **warm, gemm_verify=[[6, 1.4, 1.6], [24, 1.3, 1.5]]).for_weights(m.weight_bytes)
+    without = device("cpu", **warm).for_weights(m.weight_bytes)
+    assert with_verify == without
+    a, b = ForwardCost(m, with_verify), ForwardCost(m, without)
+    assert all(a._token_part(t, t) == b._token_part(t, t) for t in (6, 24, 240))
+    assert a._token_part(6, 6)[0] > ForwardCost(m, resident(m))._token_part(6, 6)[0]  # gemm_step's factor applies
+    with pytest.raises(SpecError, match="rows must ascend"):
+        device("cpu", gemm_verify=[[24, 1.0, 1.0], [6, 1.0, 1.0]])

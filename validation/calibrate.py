@@ -92,14 +92,14 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   its size's blend (since 0.29.0: at equal size a shape's rate differs by up to 1.6x, a
   Llama-shaped down projection faster than its size's probes, the family's LM head slower;
   bench/bench_matmul_shapes.py); and where the context model's weights fit the last-level
-  cache, `gemm_reuse`, `gemm_step` and `gemm_verify` (validation.reuse; since 0.40.0, 0.41.0 and
-  0.42.0; timed in the engine since 0.42.0): the engine on random weights of the context model's
+  cache, `gemm_reuse` and `gemm_step` (validation.reuse; since 0.40.0 and 0.41.0, timed in the
+  engine since 0.42.0): the engine on random weights of the context model's
   shape at 1, 4, 16 and 64 sequences, without speculation and with an EAGLE chain of 5, each
   matrix product timed where it runs, over the warm curves' price of the same products: the
   drafter's products of weights used again in the step (the target's LM head in its first pass,
   its layer and LM head in the later ones), the target's products in plain decoding (every
-  product those curves price pays that factor, sim.cost.step_factor) and in a step after the
-  drafter's passes (a model drafter's target forward pays that one instead);
+  product those curves price pays that factor, sim.cost.step_factor; 0.42.0 also measured the
+  target's after a drafter's passes, `gemm_verify`, no longer priced since 0.43.0);
 - KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each (one query
   head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`; on a CPU the
   same at 0.5, 2, 8, 32 and 128 MiB a call (the two small ones the family's own decode
@@ -497,7 +497,7 @@ class Calibration:
                     table.setdefault(curve_label(size), []).append([m, round(flops / (t[(key, *size, m)] * peak), 4)])
                 out[name] = table
         out |= insitu_figures(t, self.context, out.get("gemm_shapes_warm", {}), peak, self.reuse_rows) \
-            if "reuse" in self.probes else {"gemm_reuse": [], "gemm_step": [], "gemm_verify": []}
+            if "reuse" in self.probes else {"gemm_reuse": [], "gemm_step": []}
         out["cache_bytes"] = self.cache_bytes
         out["warm_gap_s"] = WARM_GAP_S  # the host work between two passes of the warm curves
         tr = self.traffic  # the memory traffic the host-time probes ran amid (validation.traffic)

@@ -72,17 +72,19 @@ class PassClock:
             drafter.forward = self._timed(drafter.forward)
 
 
-def drafter_host_probe(device: str, traffic=None) -> dict:
+def drafter_host_probe(device: str, traffic=None, checkpoint: dict | None = None, prompt: int = 16) -> dict:
     """Mean host work of a decode step's drafting (its draft_time less the drafter's passes and
     input projections, PassClock), amid `traffic` if given: "dhost_mtp_b{seqs}" one MTP module,
     "dhost{depth}b{seqs}" EAGLE chains of DRAFT_PASS_DEPTHS, both for DRAFT_PASS_SEQS' sequences;
     "dhost_node" the static tree of DRAFT_NODE_NODES nodes for DRAFT_NODE_PROBS, as deep as the
     deep chain, for the most sequences. Random drafts are rejected, so every step drafts the whole
-    chain or tree."""
-    from validation.host_probes import _decode_steps
+    chain or tree. The engine runs random weights of `checkpoint`'s shape (default the 1-layer
+    hidden-64 probe model) after `prompt`-token prompts."""
+    from validation.host_probes import TINY_CHECKPOINT, _decode_steps
 
     def host(seqs: int, entry: dict) -> float:
-        cols = _decode_steps(seqs, device, entry, PROBE_TOKENS, traffic, passes=True)
+        cols = _decode_steps(seqs, device, entry, PROBE_TOKENS, traffic, prompt, passes=True,
+                             checkpoint=checkpoint or TINY_CHECKPOINT)
         return float(statistics.mean(cols["draft_time"] - cols["draft_pass_time"]))
 
     out = {f"dhost_mtp_b{b}": host(b, {"scheme": "mtp", "depth": 1}) for b in DRAFT_PASS_SEQS}

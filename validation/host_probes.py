@@ -329,16 +329,16 @@ def probe_engine(batch: int, device: str, entry: dict, tokens: int, prompt: int 
 
 
 def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=None, prompt: int = 16,
-                  passes: bool = False) -> dict:
+                  passes: bool = False, checkpoint: dict = TINY_CHECKPOINT) -> dict:
     """The step columns (numpy arrays) of the decode steps with every sequence in them, of the
-    engine on a 1-layer tiny random model (hidden 64), `batch` sequences decoding `tokens` tokens
+    engine on random weights of `checkpoint`'s shape (default a 1-layer tiny model, hidden 64), `batch` sequences decoding `tokens` tokens
     each after a `prompt`-token prompt with the speculation `entry`; with `traffic`, every target and
     drafter pass followed by its read and the engine timed on its clock (the reads left out); with
     `passes`, a column "draft_pass_time": the seconds of the step's drafter passes and input
     projections within its draft_time (validation.drafter_host.PassClock)."""
     from engine.runner import run_scheme
     from validation.drafter_host import PassClock
-    trace, model, drafters, requests = probe_engine(batch, device, entry, tokens, prompt)
+    trace, model, drafters, requests = probe_engine(batch, device, entry, tokens, prompt, checkpoint)
     clock = time.perf_counter
     if traffic is not None:
         traffic.wrap(model)

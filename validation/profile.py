@@ -89,8 +89,7 @@ draft_node_us: {m['draft_node_s'] * 1e6:.2f}
 ngram_call_us: {m['ngram_call_s'] * 1e6:.1f}
 ngram_seq_us: {m['ngram_seq_s'] * 1e6:.2f}
 {_reuse_yaml(m.get('gemm_reuse'))}
-{_step_yaml('gemm_step', m.get('gemm_step'), "in a step of plain decoding")}
-{_step_yaml('gemm_verify', m.get('gemm_verify'), "in a step after a drafter's passes")}
+{_step_yaml(m.get('gemm_step'))}
 """ + _gemm_rows_yaml("gemm_rows", m.get("gemm_rows"), "weights read from memory") \
         + _gemm_rows_yaml("gemm_rows_warm", m.get("gemm_rows_warm"),
                           f"weights in the last-level cache, passes {m.get('warm_gap_s', 0) * 1e3:g} ms apart") \
@@ -109,13 +108,13 @@ def _reuse_yaml(rows) -> str:
             f"gemm_reuse: {[list(r) for r in rows]}")
 
 
-def _step_yaml(name: str, rows, where: str) -> str:
-    """The profile's gemm_step or gemm_verify line (validation.reuse), or a comment where none was measured."""
+def _step_yaml(rows) -> str:
+    """The profile's gemm_step line (validation.reuse), or a comment where none was measured."""
     if not rows:
-        return f"# {name}: none measured (the target's products at the warm curves' price)"
-    return (f"# the target's products {where}, timed in the engine, over the warm curves' price\n"
+        return "# gemm_step: none measured (the target's products at the warm curves' price)"
+    return ("# the target's products in a step of plain decoding, timed in the engine, over the warm curves' price\n"
             "# (validation.reuse): rows, its layers' products, its LM head's\n"
-            f"{name}: {[list(r) for r in rows]}")
+            f"gemm_step: {[list(r) for r in rows]}")
 
 
 def _context_note(context) -> str:

@@ -5,8 +5,6 @@ The warm matmul curves (gemm_shapes_warm) time a pass over a model's matrices th
 WARM_GAP_S of host work between passes, in a pool of one shape. The engine's products run
 slower or faster than that, by where in a step they run:
 - `gemm_step`: the target's products in a step of plain decoding;
-- `gemm_verify`: the target's products in a step after a drafter's forward passes (verifying
-  the drafts);
 - `gemm_reuse`: a drafter's products of weights used again within the step: an EAGLE head's
   and MTP module's first pass's LM head (the target's, used right after the target's forward),
   and every later pass's layer products and LM head (used a pass before).
@@ -14,8 +12,8 @@ slower or faster than that, by where in a step they run:
 `insitu_probe` runs the engine on random weights of the context model's shape (the family the
 CPU traces run), `r` sequences at once for each of REUSE_ROWS, once without speculation and
 once with an EAGLE chain of INSITU_DEPTH (random drafts, all rejected: every step drafts the
-whole chain, one row a sequence a pass, and verifies INSITU_DEPTH + 1 rows a sequence), and
-times each matrix product where it runs (ProductClock). `insitu_figures`
+whole chain, one row a sequence a pass), and times each matrix product where it runs
+(ProductClock). `insitu_figures`
 divides each part's median time a step by the warm curves' price of the same products at the
 same rows.
 
@@ -29,6 +27,13 @@ reads between the products (0.42.0/family_check.txt: 15-21% slower at 16 sequenc
 tokens than after 16), so the probe runs after the trace's median prompt (probe_prompt). With
 these figures the family's drafters' products are priced 0.94-1.11x the engine's at 4 and 16
 sequences, where the replay's read 0.75-0.88x (0.42.0/drafter_parts.txt).
+
+In 0.42.0 the probe also timed the target's products in the EAGLE run's verifying steps
+(`gemm_verify`, the factor of a model drafter's target). It read 1.06-1.17 at 6 and 24 rows and
+1.00-1.03 at 96 and 384, and priced the family's large tree verifications short: its comparisons
+repriced without it read as well or better (largest error 5.9 / 7.5 / 6.8% against 6.7 / 10.6 /
+7.7% at concurrency 1 / 4 / 16: 0.42.0/repriced-without-verify*.txt). Since 0.43.0 every
+target forward takes gemm_step's factor.
 """
 from __future__ import annotations
 
@@ -129,22 +134,21 @@ def step_parts(steps: list, r: int, passes: int, skip: int = REUSE_SKIP) -> dict
     sequences that are whole: `passes` drafter passes, the first's LM head at r rows (its layers
     catch up on the tokens the last step accepted) and the later ones' products all at r, and a
     target pass of (passes + 1) r rows (no prefill in them); the first `skip` of them left out.
-    Parts: "layers", "lm" (the target's layers' products, all of them, and its LM head's;
-    "verify_" before each where passes > 0) and, with passes, REUSE_PARTS (the later passes' per
-    pass)."""
+    Parts: without passes STEP_PARTS, "layers" and "lm" (the target's layers' products, all of
+    them, and its LM head's); with passes REUSE_PARTS (the later passes' per pass)."""
     got: dict = {}
     whole = [s for s in steps if len(s["passes"]) == passes and _rows_are(s.get("target", {}), (passes + 1) * r)
              and (not passes or _rows_are({"lm": s["passes"][0].get("lm", [])}, r))
              and all(_rows_are(p, r) for p in s["passes"][1:])][skip:]
-    pre = "verify_" if passes else ""
     for s in whole:
         t, ps = s["target"], s["passes"]
-        parts = {f"{pre}layers": _total(t, "layer"), f"{pre}lm": _total(t, "lm")}
         if passes:
             later = ps[1:]
-            parts |= {"first": _total(ps[0], "lm"),
-                      "later_layer": statistics.mean(_total(p, "layer") for p in later),
-                      "later_lm": statistics.mean(_total(p, "lm") for p in later)}
+            parts = {"first": _total(ps[0], "lm"),
+                     "later_layer": statistics.mean(_total(p, "layer") for p in later),
+                     "later_lm": statistics.mean(_total(p, "lm") for p in later)}
+        else:
+            parts = {"layers": _total(t, "layer"), "lm": _total(t, "lm")}
         for k, v in parts.items():
             got.setdefault(k, []).append(v)
     return got
@@ -165,8 +169,7 @@ def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = RE
     """The probe's call: for each of `rows`, the engine on random weights of `model`'s shape,
     `prompt`-token prompts, without speculation and with an EAGLE chain of INSITU_DEPTH (see the
     module's docstring),
-    {f"reuse{part}{r}": median seconds a step} for STEP_PARTS (plain decoding), "verify_" +
-    STEP_PARTS (the target after the drafter's passes) and REUSE_PARTS."""
+    {f"reuse{part}{r}": median seconds a step} for STEP_PARTS (plain decoding) and REUSE_PARTS."""
     from engine.runner import run_scheme
     from validation.host_probes import checkpoint_of, probe_engine
     tokens = REUSE_SKIP + steps + INSITU_DEPTH + 2  # the last steps draft shorter chains
@@ -191,11 +194,10 @@ def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = RE
 
 
 def insitu_figures(t: dict, model: ModelSpec, shapes_warm: dict, peak: float, rows=REUSE_ROWS) -> dict:
-    """{"gemm_reuse", "gemm_step", "gemm_verify": rows of the profile} from insitu_probe's
-    times `t` and the profile's warm shape curves (`shapes_warm`: {"KxN": [[rows, fraction of
-    `peak`], ...]}): each part over the warm curves' price of its products at its rows (a
-    drafter pass's r, a verifying target's (INSITU_DEPTH + 1) r). A rows value without the
-    curves it needs is left out."""
+    """{"gemm_reuse", "gemm_step": rows of the profile} from insitu_probe's times `t` and the
+    profile's warm shape curves (`shapes_warm`: {"KxN": [[rows, fraction of `peak`], ...]}):
+    each part over the warm curves' price of its products at its rows (a drafter pass's, or a
+    decoding target's, r). A rows value without the curves it needs is left out."""
     layer, h = layer_shapes(model), model.hidden
 
     def warm(shapes, r):
@@ -213,15 +215,12 @@ def insitu_figures(t: dict, model: ModelSpec, shapes_warm: dict, peak: float, ro
             return None
         return [r] + [round(t[f"reuse{k}{r}"] / p, 4) for k, p in zip(keys, prices)]
 
-    out = {"gemm_reuse": [], "gemm_step": [], "gemm_verify": []}
+    out = {"gemm_reuse": [], "gemm_step": []}
     for r in rows:
-        v = (INSITU_DEPTH + 1) * r
-        lm, lay, lm_v, lay_v = warm([(h, model.vocab)], r), warm(layer, r), warm([(h, model.vocab)], v), warm(layer, v)
-        for name, at, keys, prices in (
-                ("gemm_reuse", r, REUSE_PARTS, (lm, lay, lm)),
-                ("gemm_step", r, STEP_PARTS, (lay and lay * model.layers, lm)),
-                ("gemm_verify", v, tuple(f"verify_{p}" for p in STEP_PARTS), (lay_v and lay_v * model.layers, lm_v))):
+        lm, lay = warm([(h, model.vocab)], r), warm(layer, r)
+        for name, keys, prices in (("gemm_reuse", REUSE_PARTS, (lm, lay, lm)),
+                                   ("gemm_step", STEP_PARTS, (lay and lay * model.layers, lm))):
             got = row(r, keys, prices)
             if got is not None:
-                out[name].append([at] + got[1:])
+                out[name].append(got)
     return out

@@ -152,8 +152,3 @@ def need_rank_acceptance(scheme: SpecScheme, what: str) -> None:
     if scheme.acceptance is not None and scheme.acceptance.rank is None:
         raise scheme.node.child("acceptance").error(f"{what} needs a per_depth, mean_accepted or rank_depth acceptance")
 
-
-def drafts_passes(scheme) -> bool:
-    """Whether `scheme`'s drafter runs forward passes before the target's (a model drafter: its
-    target forward is priced at hardware.gemm_verify, sim.cost.step_factor)."""
-    return isinstance(scheme, ModelDraftScheme)
