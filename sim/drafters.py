@@ -43,6 +43,20 @@ def linear_cost(d_in: int, d_out: int, tokens, model: ModelSpec, hw: HardwareSpe
     return Cost(time=max(c, m) + hw.launch_s, flops=f, bytes=b, compute_time=c, memory_time=m)
 
 
+def fused_input_cost(spec: ModelSpec, hw: HardwareSpec, tp: int, tokens) -> Cost:
+    """An EAGLE head's or MTP module's input over `tokens` rows (engine.drafting.heads.FeatureHead.inputs):
+    its [features; embedding] 2h -> h product (linear_cost), and where the profile timed the rest
+    in the engine (hardware.draft_input_s a call, draft_input_row_s a row: the embedding gather,
+    two norms, the concatenation, the call's own host time), that in place of the product's
+    launch_s (the family's inputs read 0.67-0.84 of the engine's priced as a product and a launch:
+    validation/results/cpu-epyc-zen3/0.42.0/drafter_parts.txt)."""
+    h = spec.hidden
+    c = linear_cost(2 * h, h, tokens, spec, hw, tp)
+    if hw.draft_input_s or hw.draft_input_row_s:
+        c = c._replace(time=c.time - hw.launch_s + hw.draft_input_s + hw.draft_input_row_s * tokens)
+    return c
+
+
 def add(*costs: Cost) -> Cost:
     return Cost(time=sum(c.time for c in costs), flops=sum(c.flops for c in costs),
                 bytes=sum(c.bytes for c in costs), compute_time=sum(c.compute_time for c in costs),
@@ -143,8 +157,7 @@ class PassPricer:
             t += fwd.fused_time(at0["multi_tokens"], at0["multi_kv"])
             s1 += fwd.fused_time(0, at1["multi_kv"] - at0["multi_kv"])
             if self.fuse:
-                h = self.spec.hidden
-                fused = linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp)
+                fused = fused_input_cost(self.spec, self.hw, self.tp, tok)
                 t, f, b, c, m = t + fused.time, f + fused.flops, b + fused.bytes, c + fused.compute_time, m + fused.memory_time
             # attention of pass j at Σctx = x has kv = x + (j+1)·n; per unit of kv the roofs grow by (w1 - w0)
             dc, dm = w1.compute_time - w0.compute_time, w1.memory_time - w0.memory_time
@@ -167,8 +180,7 @@ class PassPricer:
             costs.append(self.fwd(Work(tok, n, kv * max(1, tok // max(n, 1)), kv, lm,
                                        **self.paths(j, n, tok, several, ctx_sum)), self.scale(j, tok, lm)))
             if self.fuse:
-                h = self.spec.hidden
-                costs.append(linear_cost(2 * h, h, tok, self.spec, self.hw, self.tp))
+                costs.append(fused_input_cost(self.spec, self.hw, self.tp, tok))
         host = drafter_host_time(self.hw, n, [tok for tok, _, _ in rows], self.levels, self.catch_up)
         return add(*costs, Cost(time=host, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0))
 

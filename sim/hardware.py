@@ -123,6 +123,11 @@ class HardwareSpec:
     # tree level a sequence expands: its features and logits picked out, its children's top-k;
     # a chain has none)
     draft_node_s: float = 0.0
+    # an EAGLE head's or MTP module's fused input beyond its 2h -> h product (the embedding
+    # gather, two norms, the concatenation, the call), timed in the engine (validation.reuse):
+    # fixed and per row; where measured, in place of the product's launch_s (sim.drafters.fused_input_cost)
+    draft_input_s: float = 0.0
+    draft_input_row_s: float = 0.0
     # prompt lookup's host time in a step (engine.ngram's planner): per call and per sequence
     # (0: unmeasured; the ngram scheme's own host_us per sequence, else 20 us)
     ngram_call_s: float = 0.0
@@ -266,6 +271,7 @@ class HardwareSpec:
                 "draft_first_us": self.draft_first_s * us, "draft_seq_us": self.draft_seq_s * us,
                 "draft_pass_us": self.draft_pass_s * us, "draft_pass_seq_us": self.draft_pass_seq_s * us,
                 "draft_node_us": self.draft_node_s * us,
+                "draft_input_us": self.draft_input_s * us, "draft_input_row_us": self.draft_input_row_s * us,
                 "ngram_call_us": self.ngram_call_s * us, "ngram_seq_us": self.ngram_seq_s * us,
                 "eta_attn": self.eta_attn,
                 "attn_dense": self.attn_dense, "fused_query_us": self.fused_query_s * 1e6,
@@ -286,7 +292,7 @@ _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interco
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "multi_query_us", "batch_query_us",
-         "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "gemm_verify", "draft_node_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
+         "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "gemm_verify", "draft_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
@@ -369,6 +375,8 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         draft_pass_s=num("draft_pass_us", 1e-6, hi=1e9),
         draft_pass_seq_s=num("draft_pass_seq_us", 1e-6, hi=1e9),
         draft_node_s=num("draft_node_us", 1e-6, hi=1e9),
+        draft_input_s=num("draft_input_us", 1e-6, hi=1e9),
+        draft_input_row_s=num("draft_input_row_us", 1e-6, hi=1e9),
         ngram_call_s=num("ngram_call_us", 1e-6, hi=1e9),
         ngram_seq_s=num("ngram_seq_us", 1e-6, hi=1e9),
         eta_attn=num("eta_attn", 1.0, hi=1.0, lo_open=True),

@@ -518,6 +518,10 @@ def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
         path.write_text(text)
         hw = hardware_from_node(Node(str(path), None, "hardware"), Path("."))
         assert hw.gemm_reuse == tuple(tuple(r) for r in reuse) and hw.gemm_step == tuple(tuple(r) for r in step)
+        # the fused input's rest, timed in the EAGLE run's later passes (1 and 4 rows)
+        assert hw.draft_input_s == pytest.approx(got["draft_input_s"], abs=1e-7)
+        assert hw.draft_input_row_s == pytest.approx(got["draft_input_row_s"], abs=1e-9)
+        assert 0 < got["draft_input_s"] + 4 * got["draft_input_row_s"] < 0.01
     plain = Calibration(size_mb=8, gemm_n=64)
     assert plain.traffic is None and plain.context is None and "reuse" not in plain.probes
     # the context's own matrices get matmul curves of their own, cold and (where they fit) warm
@@ -612,6 +616,23 @@ def test_insitu_figures_divide_each_part_by_the_warm_curves_price():
     assert len(layer_shapes(m)) == 4 and set(layer_shapes(m)) <= model_shapes(m)
 
 
+def test_the_fused_inputs_rest_is_a_line_through_its_rows():
+    """input_line: the least-squares line through the fused input's rest by rows, a call's and a
+    row's seconds, neither negative; insitu_figures gives it where two rows values or more were
+    timed, and the profile writes it for the simulator to read back."""
+    from validation.calibrate import context_model
+    from validation.reuse import input_line, insitu_figures
+    us = 1e-6
+    assert input_line([(1, 80 * us), (4, 83 * us), (16, 95 * us), (64, 143 * us)]) == (
+        pytest.approx(79 * us), pytest.approx(1 * us))
+    assert input_line([(1, 90 * us), (64, 80 * us)]) == (pytest.approx(85 * us), 0.0)  # no negative slope
+    m = context_model("tiny")
+    t = {"reuseinput_rest1": 80 * us, "reuseinput_rest4": 83 * us}
+    got = insitu_figures(t, m, {}, 1e11, (1, 4))
+    assert got["draft_input_s"] == pytest.approx(79 * us) and got["draft_input_row_s"] == pytest.approx(1 * us)
+    assert "draft_input_s" not in insitu_figures({"reuseinput_rest1": 80 * us}, m, {}, 1e11, (1, 4))
+
+
 def test_the_probe_prompt_is_the_traces_median():
     from sim.spec import load_trace
     from validation.reuse import probe_prompt
@@ -648,8 +669,12 @@ def test_insitu_probe_times_each_part_where_the_engine_runs_it():
         assert [n for n, _ in s["target"]["layer"]] == [12] * 4 * target.spec.layers
         assert [n for n, _ in s["target"]["lm"]] == [12]
         assert all([n for n, _ in p["layer"]] == [2] * 4 and [n for n, _ in p["lm"]] == [2] for p in s["passes"])
+        # each pass's fused input, timed whole, holds its one 2h -> h product
+        for p in s["passes"][1:]:
+            assert [n for n, _ in p["input"]] == [2] and [n for n, _ in p["input_product"]] == [2]
+            assert p["input"][0][1] > p["input_product"][0][1]
     got = step_parts(clock.steps, 2, INSITU_DEPTH, skip=1)
-    assert set(got) == {"first", "later_layer", "later_lm"}
+    assert set(got) == {"first", "later_layer", "later_lm", "input_rest"}
     # the catch-up chain counts too (its first pass's LM head runs one row a sequence)
     assert len(got["first"]) == len(chains) - 1 and all(x > 0 for v in got.values() for x in v)
     assert step_parts(clock.steps, 3, INSITU_DEPTH) == {}  # no step of 3 sequences

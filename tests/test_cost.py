@@ -842,3 +842,26 @@ def test_a_profile_with_0_42_gemm_verify_loads_and_prices_as_without_it():
     assert a._token_part(6, 6)[0] > ForwardCost(m, resident(m))._token_part(6, 6)[0]  # gemm_step's factor applies
     with pytest.raises(SpecError, match="rows must ascend"):
         device("cpu", gemm_verify=[[24, 1.0, 1.0], [6, 1.0, 1.0]])
+
+
+def test_a_measured_fused_input_replaces_the_products_launch():
+    """fused_input_cost: the 2h -> h product as linear_cost prices it, and where the profile timed
+    the rest in the engine (draft_input_us a call, draft_input_row_us a row) that in place of the
+    product's launch; an EAGLE head's passes pay it once a pass, compiled as priced directly."""
+    from dataclasses import replace
+    from sim.drafters import PassPricer, eagle_head, fused_input_cost, linear_cost
+    m = model("tiny")
+    hw = resident(m)
+    h = m.hidden
+    measured = replace(hw, draft_input_s=50e-6, draft_input_row_s=1e-6)
+    for tok in (1, 8, 40):
+        plain = linear_cost(2 * h, h, tok, m, hw, 1)
+        assert fused_input_cost(m, hw, 1, tok) == plain
+        got = fused_input_cost(m, measured, 1, tok)
+        assert got.time == pytest.approx(plain.time - hw.launch_s + 50e-6 + tok * 1e-6)
+        assert got.flops == plain.flops and got.bytes == plain.bytes
+    head, passes = eagle_head(m), [(12, 4, 4), 4, 4]
+    a, b = PassPricer(head, hw, 1, fuse_input=True), PassPricer(head, measured, 1, fuse_input=True)
+    assert b(4, 400, passes).time == pytest.approx(b.direct(4, 400, passes).time, rel=1e-9)
+    rows = 12 + 4 + 4
+    assert b(4, 400, passes).time - a(4, 400, passes).time == pytest.approx(3 * (50e-6 - hw.launch_s) + rows * 1e-6)

@@ -99,7 +99,10 @@ never spans a change of the host's speed: taken seconds apart, the per-layer hos
   drafter's products of weights used again in the step (the target's LM head in its first pass,
   its layer and LM head in the later ones), the target's products in plain decoding (every
   product those curves price pays that factor, sim.cost.step_factor; 0.42.0 also measured the
-  target's after a drafter's passes, `gemm_verify`, no longer priced since 0.43.0);
+  target's after a drafter's passes, `gemm_verify`, no longer priced since 0.43.0), and from the
+  same EAGLE run's later passes the fused input's call beyond its product, a line through the
+  rows -> `draft_input_us`, `draft_input_row_us` (since 0.43.0: priced as a product and a launch,
+  the family's inputs had read 0.67-0.84 of the engine's);
 - KV gather: the engine's paged attention decoding 8 sequences over 1,024 keys each (one query
   head per KV head), K and V bytes / time against the streaming rate -> `eta_kv`; on a CPU the
   same at 0.5, 2, 8, 32 and 128 MiB a call (the two small ones the family's own decode

@@ -90,6 +90,7 @@ ngram_call_us: {m['ngram_call_s'] * 1e6:.1f}
 ngram_seq_us: {m['ngram_seq_s'] * 1e6:.2f}
 {_reuse_yaml(m.get('gemm_reuse'))}
 {_step_yaml(m.get('gemm_step'))}
+{_input_yaml(m)}
 """ + _gemm_rows_yaml("gemm_rows", m.get("gemm_rows"), "weights read from memory") \
         + _gemm_rows_yaml("gemm_rows_warm", m.get("gemm_rows_warm"),
                           f"weights in the last-level cache, passes {m.get('warm_gap_s', 0) * 1e3:g} ms apart") \
@@ -115,6 +116,15 @@ def _step_yaml(rows) -> str:
     return ("# the target's products in a step of plain decoding, timed in the engine, over the warm curves' price\n"
             "# (validation.reuse): rows, its layers' products, its LM head's\n"
             f"gemm_step: {[list(r) for r in rows]}")
+
+
+def _input_yaml(m: dict) -> str:
+    """The profile's fused-input lines (validation.reuse.input_line), or a comment where they were not measured."""
+    if "draft_input_s" not in m:
+        return "# draft_input_us: none measured (a fused input priced as its product and a launch)"
+    return ("# an EAGLE head's or MTP module's fused input beyond its product, timed in the engine (validation.reuse)\n"
+            f"draft_input_us: {m['draft_input_s'] * 1e6:.1f}\n"
+            f"draft_input_row_us: {m['draft_input_row_s'] * 1e6:.3f}")
 
 
 def _context_note(context) -> str:

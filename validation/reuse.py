@@ -7,7 +7,13 @@ slower or faster than that, by where in a step they run:
 - `gemm_step`: the target's products in a step of plain decoding;
 - `gemm_reuse`: a drafter's products of weights used again within the step: an EAGLE head's
   and MTP module's first pass's LM head (the target's, used right after the target's forward),
-  and every later pass's layer products and LM head (used a pass before).
+  and every later pass's layer products and LM head (used a pass before);
+- `draft_input_s`, `draft_input_row_s` (since 0.43.0): an EAGLE head's or MTP module's fused
+  input beyond its 2h -> h product (engine.drafting.heads.FeatureHead.inputs: the embedding
+  gather, two norms, the concatenation, the call), its later passes' call less the product
+  within it, a line through the rows (input_line). On the family's shape after 128-token
+  prompts it read 98-126 us a call and 2.0-2.3 us a row, where the cost model had charged a
+  launch (71 us); timed in a hot loop the same call reads 72 us and 0.6 us.
 
 `insitu_probe` runs the engine on random weights of the context model's shape (the family the
 CPU traces run), `r` sequences at once for each of REUSE_ROWS, once without speculation and
@@ -65,8 +71,10 @@ class ProductClock:
     its EAGLE head by the weight each reads, while it is entered (`with clock:`): `@` on tensors
     (torch.Tensor.__matmul__) is wrapped until it exits, and the target's and head's forwards
     (on the instances) say whose pass runs. `steps[i]`: {"target": {"layer" | "lm": [(rows,
-    seconds), ...]}, "passes": [the same, a drafter pass each]}; a step's drafting precedes its
-    target pass, which closes it. (A torch function mode, which sees every torch call, made the
+    seconds), ...]}, "passes": [the same, a drafter pass each]}; a drafter pass's entry also
+    holds its fused input's call ("input", timed whole: FeatureHead.inputs) and the 2h -> h
+    product within it ("input_product"). A step's drafting precedes its target pass, which
+    closes it. (A torch function mode, which sees every torch call, made the
     probe's steps 1.6-1.75x as long as the engine's own on the family's shape, this wrapper
     1.01-1.05x: validation/results/cpu-epyc-zen3/0.42.0/mode_check.txt.)"""
 
@@ -76,10 +84,24 @@ class ProductClock:
         self.kinds = {w.data_ptr(): "layer" for m in models for layer in m.layers
                       for w in (layer.wqkv, layer.wo, layer.w_gate_up, layer.w_down)}
         self.kinds[model.lm_head.data_ptr()] = "lm"
-        self._inner = None
+        self._inner, self._input = None, None
         model.forward = self._wrap(model.forward, True)
         if head is not None:
+            self.kinds[head.proj.data_ptr()] = "input_product"
             head.model.forward = self._wrap(head.model.forward, False)
+            head.inputs = self._wrap_input(head.inputs)
+
+    def _wrap_input(self, fn):
+        """The fused input's call, timed whole, its product within it; kept for the pass it feeds."""
+        def inputs(*args, **kwargs):
+            self.where = self._input = {}
+            t0 = self.clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._input["input"] = [(int(args[0].shape[0]), self.clock() - t0)]
+                self.where = None
+        return inputs
 
     def __enter__(self):
         inner = self._inner = torch.Tensor.__matmul__
@@ -108,7 +130,8 @@ class ProductClock:
             if target:
                 self.cur["target"] = self.where = {}
             else:
-                self.where = {}
+                self.where = self._input or {}
+                self._input = None
                 self.cur["passes"].append(self.where)
             try:
                 return fn(*args, **kwargs)
@@ -135,7 +158,8 @@ def step_parts(steps: list, r: int, passes: int, skip: int = REUSE_SKIP) -> dict
     catch up on the tokens the last step accepted) and the later ones' products all at r, and a
     target pass of (passes + 1) r rows (no prefill in them); the first `skip` of them left out.
     Parts: without passes STEP_PARTS, "layers" and "lm" (the target's layers' products, all of
-    them, and its LM head's); with passes REUSE_PARTS (the later passes' per pass)."""
+    them, and its LM head's); with passes REUSE_PARTS and, where the passes' fused inputs were
+    timed, "input_rest" (the later passes' per pass; the fused input's call beyond its product)."""
     got: dict = {}
     whole = [s for s in steps if len(s["passes"]) == passes and _rows_are(s.get("target", {}), (passes + 1) * r)
              and (not passes or _rows_are({"lm": s["passes"][0].get("lm", [])}, r))
@@ -147,6 +171,8 @@ def step_parts(steps: list, r: int, passes: int, skip: int = REUSE_SKIP) -> dict
             parts = {"first": _total(ps[0], "lm"),
                      "later_layer": statistics.mean(_total(p, "layer") for p in later),
                      "later_lm": statistics.mean(_total(p, "lm") for p in later)}
+            if all("input" in p for p in later):
+                parts["input_rest"] = statistics.mean(_total(p, "input") - _total(p, "input_product") for p in later)
         else:
             parts = {"layers": _total(t, "layer"), "lm": _total(t, "lm")}
         for k, v in parts.items():
@@ -197,7 +223,9 @@ def insitu_figures(t: dict, model: ModelSpec, shapes_warm: dict, peak: float, ro
     """{"gemm_reuse", "gemm_step": rows of the profile} from insitu_probe's times `t` and the
     profile's warm shape curves (`shapes_warm`: {"KxN": [[rows, fraction of `peak`], ...]}):
     each part over the warm curves' price of its products at its rows (a drafter pass's, or a
-    decoding target's, r). A rows value without the curves it needs is left out."""
+    decoding target's, r). A rows value without the curves it needs is left out. With the fused
+    input's rest at two rows values or more, also "draft_input_s" and "draft_input_row_s"
+    (input_line)."""
     layer, h = layer_shapes(model), model.hidden
 
     def warm(shapes, r):
@@ -223,4 +251,15 @@ def insitu_figures(t: dict, model: ModelSpec, shapes_warm: dict, peak: float, ro
             got = row(r, keys, prices)
             if got is not None:
                 out[name].append(got)
+    rest = [(r, t[f"reuseinput_rest{r}"]) for r in rows if f"reuseinput_rest{r}" in t]
+    if len(rest) >= 2:
+        out["draft_input_s"], out["draft_input_row_s"] = input_line(rest)
     return out
+
+
+def input_line(rest: list[tuple[int, float]]) -> tuple[float, float]:
+    """(seconds a call, seconds a row), neither negative: the least-squares line through the fused
+    input's rest (its call beyond its product) at each rows value, [(rows, seconds), ...]."""
+    r, s = np.array(rest, dtype=float).T
+    slope = max(0.0, float(np.polyfit(r, s, 1)[0]))
+    return max(0.0, float(np.mean(s - slope * r))), slope
