@@ -1,40 +1,37 @@
-"""The drafters' host work as the calibration measures it (validation.drafter_host) on the 1-layer
-hidden-64 probe model amid the family's memory traffic, against the same probe run on random
-weights of the family's own shape (no traffic: its passes are the family's), after 16- and
-128-token prompts (2026-12-05, 0.43.0). Rounds alternate the three, so a change of the host's
-speed falls on all. Run from the repository root with the project's environment, alone:
+"""The drafters' host work in a decode step as the calibration's drafter host probe measures it
+(validation.drafter_host: each step's drafting less its drafter forward calls and input
+projections), on the probe's 1-layer hidden-64 model amid the family's memory traffic ("probe")
+against the same probe on random weights of the family's own shape, no traffic ("family"), after
+16-, 128- and 512-token prompts, for one MTP module and EAGLE chains of 1 and 5, at 1 and 16
+sequences (2026-12-05, 0.43.0). The first decode step (where the drafter catches up on the whole
+prompt) is printed apart from the rest's mean and median. Run from the repository root with the
+project's environment, alone (2 cores):
 
-  python validation/results/cpu-epyc-zen3/0.43.0/host_shape.py ROUNDS
+  python validation/results/cpu-epyc-zen3/0.43.0/host_shape.py
 """
 from __future__ import annotations
 
 import statistics
-import sys
 
 import torch
 
 from sim.models import model_from_node
 from sim.specio import Node
-from validation.drafter_host import drafter_host_figures, drafter_host_probe
-from validation.host_probes import checkpoint_of
+from validation.host_probes import _decode_steps, checkpoint_of
 from validation.traffic import Traffic
 
 torch.set_num_threads(1)
-family = model_from_node(Node("tiny", "command line", "model"), None)
-traffic = Traffic.of(family)
-setups = {"probe+traffic p16": lambda: drafter_host_probe("cpu", traffic),
-          "family p16": lambda: drafter_host_probe("cpu", None, checkpoint_of(family), 16),
-          "family p128": lambda: drafter_host_probe("cpu", None, checkpoint_of(family), 128)}
-got = {k: [] for k in setups}
-for r in range(int(sys.argv[1]) if len(sys.argv) > 1 else 3):
-    for k, fn in setups.items():
-        got[k].append(fn())
-keys = list(got["family p16"][0])
-print("probe times (us, median over rounds):")
-print(f"{'':18}" + "".join(f"{k:>14}" for k in keys))
-for k, runs in got.items():
-    print(f"{k:18}" + "".join(f"{statistics.median(r[x] for r in runs) * 1e6:14.1f}" for x in keys))
-print("figures (us):")
-for k, runs in got.items():
-    med = {x: statistics.median(r[x] for r in runs) for x in keys}
-    print(f"{k:18} " + "  ".join(f"{f} {v * 1e6:.2f}" for f, v in drafter_host_figures(med).items()))
+fam = model_from_node(Node("tiny", "command line", "model"), None)
+ck = checkpoint_of(fam)
+tr = Traffic.of(fam)
+for rnd in range(2):
+    for name, kw in (("probe", dict(traffic=tr)), ("family", dict(checkpoint=ck))):
+        for prompt in (16, 128, 512):
+            for entry in ({"scheme": "mtp", "depth": 1}, {"scheme": "eagle", "depth": 1}, {"scheme": "eagle", "depth": 5}):
+                out = []
+                for b in (1, 16):
+                    cols = _decode_steps(b, "cpu", entry, 24, prompt=prompt, passes=True, **kw)
+                    h = cols["draft_time"] - cols["draft_pass_time"]
+                    out.append(f"b{b} first {h[0]*1e6:6.0f} rest-mean {statistics.mean(h[1:])*1e6:6.0f} "
+                               f"med {statistics.median(h[1:])*1e6:6.0f}")
+                print(rnd, name, prompt, entry["scheme"], entry["depth"], " | ".join(out), flush=True)
