@@ -4,14 +4,9 @@ A model drafter's step is its forward passes, which the cost model prices as it 
 target's (sim.cost.ForwardCost: launches, elementwise passes, products, attention, and
 pass_overhead_us a call), its input projection (sim.drafters.linear_cost), and host work around
 them: laying out each pass's rows, picking and ranking the drafts, bookkeeping, the hand-off of
-the target's features. The probes here run the engine's own drafters on random weights
-(validation.host_probes._decode_steps), time every drafter forward call and input projection
-inside each step's drafting (PassClock), and keep the rest: the host work alone. The model is
-the calibration's context's own shape after the trace's median prompt where its weights fit the
-last-level cache (since 0.43.0), else a 1-layer hidden-64 one amid the context's memory traffic:
-on the family at 16 sequences MTP's host work read 1.9-2.9 ms a step on its own shape, 1.3-1.7 on
-the hidden-64 model (validation/results/cpu-epyc-zen3/0.43.0/host_shape.txt), where the priced
-host work had read 0.69-0.80 of the family engine's (0.42.0 and 0.43.0 drafter_parts.txt).
+the target's features. The probes here run the engine's own drafters on a 1-layer tiny random
+model (validation.host_probes._decode_steps), time every drafter forward call and input
+projection inside each step's drafting (PassClock), and keep the rest: the host work alone.
 Until 0.40.0 the calibration took whole drafting times (and a whole MTP step's growth per
 sequence), whose growth per sequence includes the forwards' own, which the cost model prices
 again, and no fixed part a pass beyond the bare call's: on the family at one sequence the
@@ -84,17 +79,13 @@ def drafter_host_probe(device: str, traffic=None, checkpoint: dict | None = None
     "dhost_node" the static tree of DRAFT_NODE_NODES nodes for DRAFT_NODE_PROBS, as deep as the
     deep chain, for the most sequences. Random drafts are rejected, so every step drafts the whole
     chain or tree. The engine runs random weights of `checkpoint`'s shape (default the 1-layer
-    hidden-64 probe model) after `prompt`-token prompts; the mean leaves out the first decode
-    step, whose drafter catches up on the whole prompt (on the family's shape at 16 sequences
-    after 128-token prompts 7 ms against 2.4-2.9 ms for the rest:
-    validation/results/cpu-epyc-zen3/0.43.0/host_shape.txt)."""
+    hidden-64 probe model) after `prompt`-token prompts."""
     from validation.host_probes import TINY_CHECKPOINT, _decode_steps
 
     def host(seqs: int, entry: dict) -> float:
         cols = _decode_steps(seqs, device, entry, PROBE_TOKENS, traffic, prompt, passes=True,
                              checkpoint=checkpoint or TINY_CHECKPOINT)
-        # the first decode step's drafter catches up on the whole prompt (an admission's step)
-        return float(statistics.mean((cols["draft_time"] - cols["draft_pass_time"])[1:]))
+        return float(statistics.mean(cols["draft_time"] - cols["draft_pass_time"]))
 
     out = {f"dhost_mtp_b{b}": host(b, {"scheme": "mtp", "depth": 1}) for b in DRAFT_PASS_SEQS}
     out |= {f"dhost{d}b{b}": host(b, {"scheme": "eagle", "depth": d}) for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
@@ -113,20 +104,16 @@ def draft_node_rows() -> int:
     return sum(e - 1 for e in levels)
 
 
-def drafter_host_figures(t: dict, logit_row_s: float = 0.0) -> dict:
+def drafter_host_figures(t: dict) -> dict:
     """The profile's drafter host fields (seconds, never negative) from drafter_host_probe's
     times `t`: a line through each probe's two batch sizes gives a pass's fixed part and its
     part per sequence; the deep chain's beyond the one-pass chain's, per extra pass, a later
-    pass's; the tree's beyond the deep chain's, per further node, draft_node_s. Each per-row
-    figure less `logit_row_s`, the pick and ranking over one LM-head row of the probe's
-    vocabulary, which the cost model prices apart (draft_logit_ns a logit element)."""
+    pass's; the tree's beyond the deep chain's, per further node, draft_node_s."""
     (d0, d1), (b0, b1) = DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS
-    first_seq = (t[f"dhost_mtp_b{b1}"] - t[f"dhost_mtp_b{b0}"]) / (b1 - b0)
+    first_seq = max(0.0, (t[f"dhost_mtp_b{b1}"] - t[f"dhost_mtp_b{b0}"]) / (b1 - b0))
     grow = (t[f"dhost{d1}b{b1}"] - t[f"dhost{d1}b{b0}"]) - (t[f"dhost{d0}b{b1}"] - t[f"dhost{d0}b{b0}"])
-    later_seq = grow / (b1 - b0) / (d1 - d0)
-    node = (t["dhost_node"] - t[f"dhost{d1}b{b1}"]) / (b1 * draft_node_rows())
-    return {"draft_first_s": max(0.0, t[f"dhost_mtp_b{b0}"] - b0 * max(0.0, first_seq)),
-            "draft_seq_s": max(0.0, first_seq - logit_row_s),
-            "draft_pass_s": max(0.0, (t[f"dhost{d1}b{b0}"] - t[f"dhost{d0}b{b0}"]) / (d1 - d0) - b0 * max(0.0, later_seq)),
-            "draft_pass_seq_s": max(0.0, later_seq - logit_row_s),
-            "draft_node_s": max(0.0, node - logit_row_s)}
+    later_seq = max(0.0, grow / (b1 - b0) / (d1 - d0))
+    return {"draft_first_s": max(0.0, t[f"dhost_mtp_b{b0}"] - b0 * first_seq), "draft_seq_s": first_seq,
+            "draft_pass_s": max(0.0, (t[f"dhost{d1}b{b0}"] - t[f"dhost{d0}b{b0}"]) / (d1 - d0) - b0 * later_seq),
+            "draft_pass_seq_s": later_seq,
+            "draft_node_s": max(0.0, (t["dhost_node"] - t[f"dhost{d1}b{b1}"]) / (b1 * draft_node_rows()))}

@@ -8,6 +8,9 @@ comparison DIR's profile with its five drafter host fields replaced by each set,
 (2026-12-05). Run from the repository root with the project's environment, alone:
 
   python validation/results/cpu-epyc-zen3/0.43.0/host_reprice.py ROUNDS OUT DIR [DIR ...]
+
+It needs a checkout of 2933eb4 (drafter_host_figures' logit_row_s and the probe's first step left
+out were reverted after it).
 """
 from __future__ import annotations
 
