@@ -331,8 +331,9 @@ def probe_engine(batch: int, device: str, entry: dict, tokens: int, prompt: int 
 def _decode_steps(batch: int, device: str, entry: dict, tokens: int, traffic=None, prompt: int = 16,
                   passes: bool = False, checkpoint: dict = TINY_CHECKPOINT) -> dict:
     """The step columns (numpy arrays) of the decode steps with every sequence in them, of the
-    engine on random weights of `checkpoint`'s shape (default a 1-layer tiny model, hidden 64), `batch` sequences decoding `tokens` tokens
-    each after a `prompt`-token prompt with the speculation `entry`; with `traffic`, every target and
+    engine on random weights of `checkpoint`'s shape (default a 1-layer tiny model, hidden 64),
+    `batch` sequences decoding `tokens` tokens each after a `prompt`-token prompt with the
+    speculation `entry`; with `traffic`, every target and
     drafter pass followed by its read and the engine timed on its clock (the reads left out); with
     `passes`, a column "draft_pass_time": the seconds of the step's drafter passes and input
     projections within its draft_time (validation.drafter_host.PassClock)."""

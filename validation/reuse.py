@@ -195,7 +195,8 @@ def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = RE
     """The probe's call: for each of `rows`, the engine on random weights of `model`'s shape,
     `prompt`-token prompts, without speculation and with an EAGLE chain of INSITU_DEPTH (see the
     module's docstring),
-    {f"reuse{part}{r}": median seconds a step} for STEP_PARTS (plain decoding) and REUSE_PARTS."""
+    {f"reuse{part}{r}": median seconds a step} for STEP_PARTS (plain decoding), REUSE_PARTS and
+    "input_rest" (the EAGLE run's fused input beyond its product, step_parts)."""
     from engine.runner import run_scheme
     from validation.host_probes import checkpoint_of, probe_engine
     tokens = REUSE_SKIP + steps + INSITU_DEPTH + 2  # the last steps draft shorter chains
