@@ -17,7 +17,7 @@ from sim.spec import load_trace
 
 from validation.compare import METRICS, compare, errors
 from validation.measure import per_depth_rates
-from validation.pooling import group_percentiles, pool_runs, rotated
+from validation.pooling import group_percentiles, median_p99, pool_runs, rotated
 from tests.helpers import tiny_engine_trace, write_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,6 +74,9 @@ def test_repeated_engine_runs_are_pooled_end_to_end():
     # percentiles over the four requests of both runs
     assert s["summary"]["ttft_s"]["p50"] == pytest.approx(0.2)  # of 0.1, 0.2, 0.2, 0.4
     assert s["summary"]["tpot_s"]["p50"] == pytest.approx(0.2)  # of 0.1, 0.3, 0.1, 0.3
+    # each run's own p99, the median over the runs: TTFT 0.1, 0.2 in the first, 0.2, 0.4 in the second
+    assert s["summary"]["run_p99"]["ttft_s"] == pytest.approx((0.199 + 0.398) / 2)
+    assert s["summary"]["run_p99"]["tpot_s"] == pytest.approx(0.298)
     # the accepted-drafts histogram sums the runs, undrafted decode steps counted as rejections
     assert s["acceptance"]["histogram"] == {"0": 2, "1": 3, "2": 3}
     assert s["summary"]["speedup_vs_baseline"] == 1.0  # its own baseline, pooled
@@ -105,6 +108,36 @@ def test_engine_runs_take_the_schemes_in_rotated_orders_and_pool_them_by_scheme(
     assert [r["label"] for r in pooled] == ["none", "mtp"]  # the first run's order
     assert pooled[0]["throughputs"] == pytest.approx([10.0, 10 / 3])  # none's own runs, not mtp's
     assert pooled[1]["throughputs"] == pytest.approx([5.0, 5 / 3])
+
+
+def test_a_runs_p99_is_the_median_over_the_runs_and_one_slow_run_leaves_it():
+    """Eight runs of 16 requests, one of them 1.5x slower throughout: the p99 over all 128
+    requests pooled is that run's tail; the median of each run's p99 stays with the others'."""
+    rng = np.random.default_rng(1)
+    runs = [rng.lognormal(np.log(0.01), 0.1, 16) for _ in range(8)]
+    typical = median_p99(runs)
+    assert typical == pytest.approx(np.median([np.percentile(r, 99) for r in runs]))
+    slow = [r * (1.5 if i == 0 else 1.0) for i, r in enumerate(runs)]
+    assert median_p99(slow) < 1.05 * typical
+    assert np.percentile(np.concatenate(slow), 99) > 1.25 * typical
+    assert median_p99([runs[0], np.array([])]) is None and median_p99([]) is None
+
+
+def test_p99_errors_are_read_per_run_where_both_sides_have_them():
+    def summary(pooled, per_run):
+        s = {"throughput_tok_s": 10.0, "ttft_s": {"p50": 1.0, "p99": 2.0 * pooled}, "tpot_s": {"p50": 0.1, "p99": 0.2 * pooled},
+             "steps": 10, "duration_s": 100.0, "draft_s": 0.0, "allocator": {"page_allocs": 5, "page_frees": 5, "peak_pages": 3}}
+        if per_run is not None:
+            s["run_p99"] = {"ttft_s": 2.0 * per_run, "tpot_s": 0.2 * per_run}
+        return {"runs": [{"scheme": "none", "label": "a", "concurrency": 1, "summary": s}]}
+
+    both = errors(summary(1.5, 1.0), summary(1.0, 1.1))["runs"][0]
+    assert both["p99_over"] == "runs"
+    assert both["errors"]["tpot_p99"] == pytest.approx(0.1) and both["errors"]["ttft_p99"] == pytest.approx(0.1)
+    assert both["errors"]["tpot_p99_pooled"] == pytest.approx(1 / 1.5 - 1)
+    # one side without them (an old engine report): both read pooled, like with like
+    one = errors(summary(1.5, None), summary(1.0, 1.1))["runs"][0]
+    assert one["p99_over"] == "pooled" and one["errors"]["tpot_p99"] == pytest.approx(1 / 1.5 - 1)
 
 
 def test_simulated_percentiles_are_read_over_groups_of_as_many_draws_as_engine_runs():
@@ -154,6 +187,8 @@ def test_end_to_end_on_a_tiny_trace(tmp_path):
     assert first["tokens"] == [1, 4] and first["steps"] > 0 and 0.1 < first["ratio"] < 10
     # the host's speed during each scheme's runs, against the comparison's mean
     assert all(-0.9 < r["engine_speed"] < 9 and r["step_time_at_mean_speed"] is not None for r in doc["runs"])
+    # one engine run: its own speed is its scheme's (over the same mean)
+    assert all(r["engine_run_speeds"] == [pytest.approx(1 + r["engine_speed"])] for r in doc["runs"])
     assert all(set(r["at_mean_speed"]) == {"throughput_tok_s", "tpot_p50", "tpot_p99", "step_time"} for r in doc["runs"])
     # prompt lookup's match rate, measured by the engine, passed to the simulator's trace
     sim_doc = yaml.safe_load((out / "sim-trace.yaml").read_text())
@@ -175,7 +210,7 @@ def test_the_engine_model_is_built_once_for_every_run_of_the_trace(tmp_path, mon
 
 
 def test_host_speed_per_run_tag_is_time_weighted_over_the_mean():
-    from validation.host_speed import relative_speeds
+    from validation.host_speed import relative_speeds, run_speeds
     got = relative_speeds({"a-1": [(1.0, 2.0), (3.0, 1.0)], "b-1": [(4.0, 1.25)]})
     mean = (1 * 2.0 + 3 * 1.0 + 4 * 1.25) / 8  # 1.25
     assert got["a-1"] == pytest.approx((2.0 + 3.0) / 4 / mean) and got["b-1"] == pytest.approx(1.0)
@@ -184,6 +219,10 @@ def test_host_speed_per_run_tag_is_time_weighted_over_the_mean():
     probes = [(2.0, 1.0), (6.0, 2.0)]  # mean 1.75
     got = relative_speeds({"a-1": [(1.0, 2.0), (3.0, 1.0)], "b-1": [(4.0, 1.25)]}, probes)
     assert got["a-1"] == pytest.approx(1.25 / 1.75) and got["b-1"] == pytest.approx(1.25 / 1.75)
+    # each run's own, in run order, over the same mean
+    by_run = run_speeds({"a-1": [(1.0, 2.0), (3.0, 1.0)], "b-1": [(4.0, 1.25)]}, probes)
+    assert by_run == {"a-1": [pytest.approx(2.0 / 1.75), pytest.approx(1.0 / 1.75)], "b-1": [pytest.approx(1.25 / 1.75)]}
+    assert run_speeds({}) == {}
 
     def summary(step):
         return {"throughput_tok_s": 1.0, "ttft_s": {"p50": 1.0, "p99": 2.0}, "tpot_s": {"p50": 0.1, "p99": 0.2},

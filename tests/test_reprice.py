@@ -78,6 +78,21 @@ def test_an_engine_only_comparison_of_several_runs_is_priced_here(tmp_path):
     assert all(len(r["engine_throughputs"]) == 2 for r in priced["runs"])
     assert (tmp_path / "priced" / "sim" / "draw8" / "report.json").exists()
     assert not (tmp_path / "priced" / "sim" / "draw9").exists()
+    # the p99s are read run by run on both sides
+    assert all(r["p99_over"] == "runs" for r in priced["runs"])
+    # an engine-pooled.json from before 0.44.0 has no run_p99: the runs' own reports give them
+    pooled = json.loads((out / "engine-pooled.json").read_text())
+    for r in pooled["runs"]:
+        del r["summary"]["run_p99"]
+    (out / "engine-pooled.json").write_text(json.dumps(pooled))
+    again = reprice(out, PROFILE, tmp_path / "again")
+    assert [r["engine"] for r in again["runs"]] == [pytest.approx(r["engine"], abs=1e-12) for r in priced["runs"]]
+    assert all(r["p99_over"] == "runs" for r in again["runs"])
+    # with a run's report missing, both sides read their p99s pooled
+    (out / "engine" / "run2" / "report.json").unlink()
+    lacking = reprice(out, PROFILE, tmp_path / "lacking")
+    assert all(r["p99_over"] == "pooled" for r in lacking["runs"])
+    assert all(r["errors"]["tpot_p99"] == r["errors"]["tpot_p99_pooled"] for r in lacking["runs"])
 
 
 def test_a_dearer_step_lengthens_every_priced_step(compared, tmp_path):

@@ -5,8 +5,10 @@
    DIR/engine/runN), the schemes' order rotated from run to run (validation/pooling.py's
    `rotated`); each scheme and concurrency is compared with its runs pooled as if they had run
    end to end (`pool_runs`: all tokens over all their time, latency percentiles over all their
-   requests), and every run's throughput is kept in the comparison ("engine_throughputs"), with the relative standard error
-   of the pooled throughput they give ("engine_spread", printed as `engine ±`: an error within
+   requests; beside them each run's own TTFT and TPOT p99 and their median over the runs, which
+   the p99 errors compare: point 4), and every run's throughput is kept in the comparison
+   ("engine_throughputs"), with the relative standard error of the pooled throughput they give
+   ("engine_spread", printed as `engine ±`: an error within
    about twice it is within the engine's own run-to-run noise). The pooled report is kept as
    DIR/engine-pooled.json; with `--engine-only` the comparison stops there, its acceptance
    files and DIR/sim-trace.yaml written, for `python -m validation reprice` to price later.
@@ -38,16 +40,23 @@
    pooled as the engine's runs are: a profile with speed spells gives each run's latencies their
    spread, and one draw's p99 of a few requests is mostly chance. Its TTFT and TPOT percentiles
    are the mean of those of groups of as many draws as the engine's runs (`group_percentiles`:
-   a percentile's estimate moves with the requests behind it), the rest over all its draws.
+   a percentile's estimate moves with the requests behind it), the rest over all its draws; its
+   draws' own p99s have their median taken as the engine's runs' have.
 4. For every scheme and concurrency: the signed relative error (sim - engine) / engine of
    throughput, TTFT p50/p99, TPOT p50/p99, steps, mean step time (duration / steps), mean
    drafting time per step (the engine times its planner's `plan` call and its hand-off of the
    target's features, the simulator reports its drafter price), allocator operations and peak
    pages, printed, written to DIR/comparison.json
-   and drawn in DIR/comparison.png. Steps and step time split a throughput error into its two
-   factors: with the same tokens generated, 1 + throughput error = 1 / ((1 + steps error)(1 +
-   step time error)); steps follow the schedule and the acceptance, step time the cost model,
-   and drafting time says how much of a step-time error is the drafter's.
+   and drawn in DIR/comparison.png. The p99s (since 0.44.0) are a run's: each engine run's own
+   p99, the median over the runs, against the same over the simulator's draws; the p99 over
+   every run's requests pooled is kept beside them as `ttft_p99_pooled` and `tpot_p99_pooled`.
+   Pooled, a p99 is the tail of the slowest run: in 0.43.0's comparisons every TPOT p99 miss
+   sat where one or two of eight engine runs ran 1.3-1.6x slower than the rest, a spread run to
+   run the simulator's speed spells do not reach (its groups of eight draws 1.15-1.25x).
+   Steps and step time split a throughput error into its two factors: with the same tokens
+   generated, 1 + throughput error = 1 / ((1 + steps error)(1 + step time error)); steps
+   follow the schedule and the acceptance, step time the cost model, and drafting time says
+   how much of a step-time error is the drafter's.
 5. Warm-up: before the timed runs the engine runs the trace `--warmup` times (default 1; under
    DIR/engine/warmupN, kept out of everything compared). The process's first pass over the
    trace's step shapes runs slower (per-shape setup in the matmul library and fresh memory for
@@ -67,7 +76,10 @@
    profile describes. Each entry gives the speed during its scheme's runs over that (`engine_speed`; without probes, over the engine runs' mean) and the errors
    had the engine run at that speed (`at_mean_speed`); `probe_speed` in comparison.json is
    the probes' speed over the engine runs' (+0.05: the profile was measured 5% faster than
-   the engine ran on average, which prices every scheme about 5% fast).
+   the engine ran on average, which prices every scheme about 5% fast). `engine_run_speeds`
+   gives each engine run's own (since 0.44.0, in run order), beside `engine_throughputs`: a
+   run much slower than the rest with the host no slower under it was slowed by something the
+   reference loop does not feel.
 7. The profile's own noise (with `--calibrate`): the probes' calls are resampled with
    replacement (validation.calibrate.Calibration.bootstrap, PROFILE_RESAMPLES profiles under
    DIR/resamples), the simulator prices the trace on each at one draw, and each entry's
@@ -105,7 +117,7 @@ from sim.models import ModelSpec
 from sim.report import run_tag
 from validation.by_tokens import ratio_by_tokens
 from validation.draft_kinds import kind_line, ratio_by_kind
-from validation.host_speed import engine_pairs, relative_speeds, timed_ticks, weighted_mean
+from validation.host_speed import engine_pairs, relative_speeds, run_speeds, timed_ticks, weighted_mean
 from validation.measure import add_counts, grouped_profile, histogram_distance, merge_counts, per_depth_rates
 from validation.pooling import figure_noise, group_percentiles, pool_runs, profile_spread, rotated, run_spread
 from validation.scaling import batch_scaling
@@ -120,15 +132,21 @@ DRAW_GROUPS = 4
 # draw: the spread of its prediction from its profile's own noise (`profile ±`, profile_spread)
 PROFILE_RESAMPLES = 8
 AT_MEAN_SPEED = ("throughput_tok_s", "tpot_p50", "tpot_p99", "step_time")  # also given at the mean host speed
-METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "steps", "step_time", "draft_time",
-           "allocator_ops", "peak_pages")
+METRICS = ("throughput_tok_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "ttft_p99_pooled", "tpot_p99_pooled",
+           "steps", "step_time", "draft_time", "allocator_ops", "peak_pages")
 
 
-def metrics(summary: dict) -> dict:
+def metrics(summary: dict, per_run: bool = True) -> dict:
+    """The compared figures of a report's summary. `ttft_p99`/`tpot_p99` are each run's p99, the
+    median over the runs (pool_runs' `run_p99`) where `per_run` and the summary has them, else
+    the p99 over the requests pooled (`*_p99_pooled`, always given)."""
     a = summary["allocator"]
+    tail = summary.get("run_p99") if per_run else None
+    p99 = lambda key: tail[key] if tail else summary[key]["p99"]  # noqa: E731
     return {"throughput_tok_s": summary["throughput_tok_s"], "ttft_p50": summary["ttft_s"]["p50"],
-            "ttft_p99": summary["ttft_s"]["p99"], "tpot_p50": summary["tpot_s"]["p50"],
-            "tpot_p99": summary["tpot_s"]["p99"], "steps": summary["steps"],
+            "ttft_p99": p99("ttft_s"), "tpot_p50": summary["tpot_s"]["p50"], "tpot_p99": p99("tpot_s"),
+            "ttft_p99_pooled": summary["ttft_s"]["p99"], "tpot_p99_pooled": summary["tpot_s"]["p99"],
+            "steps": summary["steps"],
             "step_time": summary["duration_s"] / max(1, summary["steps"]),
             "draft_time": summary["draft_s"] / max(1, summary["steps"]),
             "allocator_ops": a["page_allocs"] + a["page_frees"], "peak_pages": a["peak_pages"]}
@@ -143,15 +161,18 @@ def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None,
     engine run at that mean speed (its times scaled by its speed, its throughput divided by it;
     `step_time_at_mean_speed` repeats the step time's). Where the engine's report keeps its
     runs' throughputs (pool_runs), `engine_spread` is run_spread of them; `profile_spread`, per
-    run tag, the simulator's from its profile (profile_spread)."""
+    run tag, the simulator's from its profile (profile_spread). The p99s are read per run on
+    both sides where both reports have `run_p99` (pool_runs), else pooled on both (`p99_over`:
+    "runs" or "pooled")."""
     sims = {(r["label"], r["concurrency"]): r for r in sim["runs"]}
     out = []
     for r in engine["runs"]:
         s = sims[(r["label"], r["concurrency"])]
-        me, ms = metrics(r["summary"]), metrics(s["summary"])
+        per_run = "run_p99" in r["summary"] and "run_p99" in s["summary"]
+        me, ms = metrics(r["summary"], per_run), metrics(s["summary"], per_run)
         err = {k: (ms[k] - me[k]) / me[k] if me[k] else None for k in METRICS}
         entry = {"scheme": r["scheme"], "label": r["label"], "concurrency": r["concurrency"], "errors": err,
-                 "engine": me, "sim": ms}
+                 "engine": me, "sim": ms, "p99_over": "runs" if per_run else "pooled"}
         speed = (speeds or {}).get(run_tag(r["label"], r["concurrency"]))
         if speed is not None:
             entry["engine_speed"] = speed - 1
@@ -296,6 +317,10 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     comparison = errors(engine_report, sim_report, relative_speeds(speeds, probe_speeds), profile_spread(resampled))
     if boot:
         comparison["profile_noise"] = figure_noise(boot)
+    by_run = run_speeds(speeds, probe_speeds)
+    for entry in comparison["runs"]:
+        if run_tag(entry["label"], entry["concurrency"]) in by_run:
+            entry["engine_run_speeds"] = by_run[run_tag(entry["label"], entry["concurrency"])]
     engine_time = engine_pairs(speeds)
     if probe_speeds and engine_time:  # how much faster the probes saw the host than the engine's runs did
         comparison["probe_speed"] = weighted_mean(probe_speeds) / weighted_mean(engine_time) - 1

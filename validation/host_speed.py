@@ -14,11 +14,27 @@ def relative_speeds(speeds: dict[str, list[tuple[float, float]]],
     """Each run tag's host speed during its engine runs over the speed the profile describes:
     `speeds` holds per tag its runs' (duration, speed), `probes` the calibration's ticks'
     (duration, speed), each weighted by its duration; without probes, over the engine runs' mean."""
+    mean = _reference_mean(speeds, probes)
+    if mean is None:
+        return {}
+    return {tag: weighted_mean(runs) / mean for tag, runs in speeds.items() if sum(d for d, _ in runs) > 0}
+
+
+def run_speeds(speeds: dict[str, list[tuple[float, float]]],
+               probes: list[tuple[float, float]] | None = None) -> dict[str, list[float]]:
+    """Per run tag, each of its engine runs' host speed (in run order) over the speed the profile
+    describes (as relative_speeds): whether a run much slower than the others had the host slow
+    under it, or was slow on its own."""
+    mean = _reference_mean(speeds, probes)
+    return {} if mean is None else {tag: [v / mean for _, v in runs] for tag, runs in speeds.items()}
+
+
+def _reference_mean(speeds: dict[str, list[tuple[float, float]]],
+                    probes: list[tuple[float, float]] | None) -> float | None:
     engine = engine_pairs(speeds)
     if not sum(d for d, _ in engine):
-        return {}
-    mean = weighted_mean(probes or engine)
-    return {tag: weighted_mean(runs) / mean for tag, runs in speeds.items() if sum(d for d, _ in runs) > 0}
+        return None
+    return weighted_mean(probes or engine)
 
 
 def engine_pairs(speeds: dict[str, list[tuple[float, float]]]) -> list[tuple[float, float]]:

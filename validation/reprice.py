@@ -9,7 +9,9 @@ was measured again later, or to see how a change to one figure moves every error
 takes the engine's report of another run of the same trace (default DIR/engine/report.json).
 The engine's side is DIR/engine-pooled.json where compare wrote it (since 0.33.0: its runs
 pooled, with the accepted-drafts histograms counted as the simulator counts them), else
-DIR/engine/report.json (one run; no acceptance distances). The acceptance files are read from DIR by name (acceptance-<label>.json), wherever the trace
+DIR/engine/report.json (one run; no acceptance distances). An engine-pooled.json written
+before 0.44.0 has no per-run p99s; they are read from DIR/engine/runN/report.json where every
+run's is kept (with_run_p99). The acceptance files are read from DIR by name (acceptance-<label>.json), wherever the trace
 said they were when the comparison was made, so a comparison made on another machine reprices
 here.
 
@@ -23,10 +25,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from statistics import median
 
 import yaml
 
 from sim.errors import SpecError
+from sim.report import run_tag
 from validation.compare import errors, plot_comparison, simulate
 
 
@@ -41,6 +45,28 @@ def _engine_report(path: Path) -> dict:
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or not doc["runs"]:
         raise SpecError(str(path), "runs", "expected an engine report with a non-empty list of runs")
     return doc
+
+
+def with_run_p99(report: dict, compared: Path) -> dict:
+    """`report` (compared/engine-pooled.json) with each run's `run_p99` (validation.pooling.pool_runs,
+    since 0.44.0) taken, where it lacks them, from the runs' own reports kept under
+    compared/engine/runN: the median over the runs of each one's TTFT and TPOT p99. Left as it
+    is where any run's report is missing; the errors then read the p99s pooled on both sides."""
+    runs = report["runs"]
+    n = int(runs[0]["summary"].get("pooled_runs", 1))
+    paths = [compared / "engine" / f"run{i + 1}" / "report.json" for i in range(n)]
+    if all("run_p99" in r["summary"] for r in runs) or n < 2 or not all(p.is_file() for p in paths):
+        return report
+    kept = [{run_tag(r["label"], r["concurrency"]): r["summary"] for r in _engine_report(p)["runs"]} for p in paths]
+    out = []
+    for r in runs:
+        per = [k.get(run_tag(r["label"], r["concurrency"])) for k in kept]
+        if any(x is None for x in per):
+            return report
+        p99 = {key: None if any(x[key]["p99"] is None for x in per) else median(x[key]["p99"] for x in per)
+               for key in ("ttft_s", "tpot_s")}
+        out.append({**r, "summary": {**r["summary"], "run_p99": p99}})
+    return {**report, "runs": out}
 
 
 def reprice_doc(compared: Path, hardware: Path) -> dict:
@@ -81,6 +107,8 @@ def reprice(compared: Path, hardware: Path, out: Path, engine: Path | None = Non
                         "engine-pooled.json; reprice reads one: name one run's report with --engine")
     engine = engine or compared / "engine" / "report.json"
     engine_report = _engine_report(engine)
+    if engine == pooled:
+        engine_report = with_run_p99(engine_report, compared)
     doc = reprice_doc(compared, hardware)
     out.mkdir(parents=True, exist_ok=True)
     sim_path = out / "sim-trace.yaml"
