@@ -244,7 +244,8 @@ def test_drafter_host_figures_are_lines_through_the_probes_batch_sizes():
     """A first pass's fixed part and part per sequence from the MTP probe's two batch sizes; a
     later pass's from the deep chain's beyond the one-pass chain's, per extra pass; the tree's
     beyond the deep chain's per further node (2, 3, 4, 2 nodes at its levels: 7 a sequence).
-    Each clamped at 0."""
+    Each clamped at 0; the per-row ones less the logit work of a row of their probe's
+    vocabulary, priced in the pass."""
     from validation.drafter_host import DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS, draft_node_rows, drafter_host_figures
     assert draft_node_rows() == 7
     first, first_seq, later, later_seq, node = 250e-6, 70e-6, 120e-6, 35e-6, 13e-6
@@ -260,6 +261,13 @@ def test_drafter_host_figures_are_lines_through_the_probes_batch_sizes():
     flat = {k: 1e-3 for k in t}  # nothing grows: no part per sequence, pass or node; the fixed part all of it
     assert drafter_host_figures(flat) == pytest.approx({"draft_first_s": 1e-3, "draft_seq_s": 0.0, "draft_pass_s": 0.0,
                                                        "draft_pass_seq_s": 0.0, "draft_node_s": 0.0})
+    # a row's pick and top-k off every per-row figure, each at its probe's vocabulary (the first
+    # pass's on the context's shape, the later passes' on the hidden-64 model); fixed parts as they were
+    first_row, later_row = 9e-6, 1e-6
+    less = drafter_host_figures(t, first_row, later_row)
+    assert less == pytest.approx(want | {"draft_seq_s": first_seq - first_row, "draft_pass_seq_s": later_seq - later_row,
+                                         "draft_node_s": node - later_row}, rel=1e-9)
+    assert drafter_host_figures(t, 1.0, 1.0)["draft_seq_s"] == 0.0 and drafter_host_figures(t, 0.0, 1.0)["draft_node_s"] == 0.0
 
 
 def test_pass_clock_splits_the_drafters_passes_out_of_each_steps_drafting():
@@ -495,7 +503,7 @@ def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
     from validation.calibrate import Calibration, context_model
     from validation.profile import write_profile
     cal = Calibration(size_mb=8, gemm_n=64, context=context_model("tiny"))
-    for k in ("forwards", "engine", "draft_host", "verify_host"):
+    for k in ("forwards", "engine", "draft_later", "verify_host"):
         cal.probes[k]()
     assert cal.traffic.swept > 0
     cal.complete()
@@ -508,6 +516,8 @@ def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
     # the engine's products timed in place, where the context's weights fit the cache
     fits = cal.cache_bytes and context_model("tiny").weight_bytes <= cal.cache_bytes
     assert ("reuse" in cal.probes) == bool(fits)
+    # a first pass's host work on the context's own shape where it fits (its picks over its vocabulary)
+    assert cal.first_vocab == (context_model("tiny").vocab if fits else 256)
     if fits:
         got = cal.figures()
         reuse, step = got["gemm_reuse"], got["gemm_step"]
@@ -523,7 +533,7 @@ def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
         assert hw.draft_input_row_s == pytest.approx(got["draft_input_row_s"], abs=1e-9)
         assert 0 < got["draft_input_s"] + 4 * got["draft_input_row_s"] < 0.01
     plain = Calibration(size_mb=8, gemm_n=64)
-    assert plain.traffic is None and plain.context is None and "reuse" not in plain.probes
+    assert plain.traffic is None and plain.context is None and "reuse" not in plain.probes and plain.first_vocab == 256
     # the context's own matrices get matmul curves of their own, cold and (where they fit) warm
     from sim.cost import model_shapes
     # where its weights fit the last-level cache (it is priced on the warm curves), warm only

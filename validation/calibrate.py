@@ -34,9 +34,9 @@ import torch  # noqa: E402
 
 from engine.host_memory import retain_freed_memory  # noqa: E402
 from sim.speed import drift_of, spread_of  # noqa: E402
-from validation.drafter_host import drafter_host_figures, drafter_host_probe  # noqa: E402
+from validation.drafter_host import drafter_host_figures, first_pass_probe, later_pass_probe  # noqa: E402
 from validation.reuse import REUSE_PROMPT, REUSE_ROWS, REUSE_STEPS, insitu_figures, insitu_probe, probe_prompt  # noqa: E402
-from validation.host_probes import (allocator_op, draft_cand_time, draft_logit_probe, draft_logit_time,
+from validation.host_probes import (allocator_op, checkpoint_of, TINY_CHECKPOINT, draft_cand_time, draft_logit_probe, draft_logit_time,
                                     draft_tree_probe,
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
                                     layer_time, logit_probe, logit_time, LOGIT_VOCABS, ngram_probe, ngram_times, pass_fixed_time, SPEED_BLOCK_S, speed_probe,
@@ -186,10 +186,17 @@ class Calibration:
             # forwards (a small forward right after their 18 MB of products read 0.2 ms slower)
             probes["layers"] = paired(layer_probes(1, device) | layer_probes(DEEP, device), 10)
         probes["engine"] = lambda: {f"engine{k}": engine_step(k, device, traffic) for k in (1, 16)}
-        probes["draft_host"] = lambda: drafter_host_probe(device, traffic)
-        # the engine's products timed in place, where the context model's warm curves price them
+        # where the context model's weights fit the last-level cache (its warm curves price it): a
+        # drafter's first pass's host work on its own shape after the trace's prompt (no traffic:
+        # its passes are its own), and the engine's products timed in place
         self.reuse_rows = (1, 4) if small else REUSE_ROWS
-        if device == "cpu" and self.context is not None and self.cache_bytes and self.context.weight_bytes <= self.cache_bytes:
+        in_place = device == "cpu" and self.context is not None and self.cache_bytes \
+            and self.context.weight_bytes <= self.cache_bytes
+        self.first_vocab = self.context.vocab if in_place else TINY_CHECKPOINT["vocab"]
+        probes["draft_first"] = (lambda: first_pass_probe(device, None, checkpoint_of(self.context), prompt)) \
+            if in_place else (lambda: first_pass_probe(device, traffic))
+        probes["draft_later"] = lambda: later_pass_probe(device, traffic)
+        if in_place:
             probes["reuse"] = insitu_probe(self.context, device, self.reuse_rows, 5 if small else REUSE_STEPS, prompt)
         probes["ngram"] = lambda: ngram_probe(device, traffic)
         def cold(fn):
@@ -314,7 +321,8 @@ class Calibration:
                 "pass_s": max(0.0, t["drafter1"] - per_layer),
                 "index_check_s": max(0.0, t["forward1"] - t["unchecked1"]),
                 "multi_query_s": max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer)}
-        out |= drafter_host_figures(t)
+        row = draft_logit_time(*(t[f"dlogits{v}"] for v in LOGIT_VOCABS))  # a drafter's logit element
+        out |= drafter_host_figures(t, self.first_vocab * row, TINY_CHECKPOINT["vocab"] * row)
         batched = (t[f"verifies{DEEP}"] - t["verifies1"] - t[f"decodes{DEEP}"] + t["decodes1"]) / (DEEP - 1)
         out["batch_query_s"] = max(0.0, batched - out["multi_query_s"])
         # half the sequences verifying, half decoding, against all verifying: per layer

@@ -4,9 +4,13 @@ A model drafter's step is its forward passes, which the cost model prices as it 
 target's (sim.cost.ForwardCost: launches, elementwise passes, products, attention, and
 pass_overhead_us a call), its input projection (sim.drafters.linear_cost), and host work around
 them: laying out each pass's rows, picking and ranking the drafts, bookkeeping, the hand-off of
-the target's features. The probes here run the engine's own drafters on a 1-layer tiny random
-model (validation.host_probes._decode_steps), time every drafter forward call and input
-projection inside each step's drafting (PassClock), and keep the rest: the host work alone.
+the target's features. The probes here run the engine's own drafters on random weights
+(validation.host_probes._decode_steps), time every drafter forward call and input projection
+inside each step's drafting (PassClock), and keep the rest: the host work alone, less a row's
+picks over the LM head's vocabulary (priced in the pass), the first decode step (an admission's
+catch-up on the prompt) left out. The first pass's probe runs on the calibration's context's own
+shape after the trace's prompt where its weights fit the last-level cache (since 0.44.0), the
+later passes' and the tree's on a 1-layer hidden-64 model amid the context's memory traffic.
 Until 0.40.0 the calibration took whole drafting times (and a whole MTP step's growth per
 sequence), whose growth per sequence includes the forwards' own, which the cost model prices
 again, and no fixed part a pass beyond the bare call's: on the family at one sequence the
@@ -72,27 +76,49 @@ class PassClock:
             drafter.forward = self._timed(drafter.forward)
 
 
-def drafter_host_probe(device: str, traffic=None, checkpoint: dict | None = None, prompt: int = 16) -> dict:
-    """Mean host work of a decode step's drafting (its draft_time less the drafter's passes and
-    input projections, PassClock), amid `traffic` if given: "dhost_mtp_b{seqs}" one MTP module,
-    "dhost{depth}b{seqs}" EAGLE chains of DRAFT_PASS_DEPTHS, both for DRAFT_PASS_SEQS' sequences;
-    "dhost_node" the static tree of DRAFT_NODE_NODES nodes for DRAFT_NODE_PROBS, as deep as the
-    deep chain, for the most sequences. Random drafts are rejected, so every step drafts the whole
-    chain or tree. The engine runs random weights of `checkpoint`'s shape (default the 1-layer
-    hidden-64 probe model) after `prompt`-token prompts."""
+def _host_time(seqs: int, entry: dict, device: str, traffic, checkpoint: dict | None, prompt: int) -> float:
+    """Mean host work of a decode step's drafting for `seqs` sequences running `entry`: its
+    draft_time less the drafter's passes and input projections (PassClock), the first decode step
+    left out: its drafter catches up on the whole prompt, an admission's work (on the family's
+    shape at 16 sequences after 128-token prompts 7 ms against 2.4-2.9 ms for the rest:
+    validation/results/cpu-epyc-zen3/0.43.0/host_shape.txt)."""
     from validation.host_probes import TINY_CHECKPOINT, _decode_steps
 
-    def host(seqs: int, entry: dict) -> float:
-        cols = _decode_steps(seqs, device, entry, PROBE_TOKENS, traffic, prompt, passes=True,
-                             checkpoint=checkpoint or TINY_CHECKPOINT)
-        return float(statistics.mean(cols["draft_time"] - cols["draft_pass_time"]))
+    cols = _decode_steps(seqs, device, entry, PROBE_TOKENS, traffic, prompt, passes=True,
+                         checkpoint=checkpoint or TINY_CHECKPOINT)
+    return float(statistics.mean((cols["draft_time"] - cols["draft_pass_time"])[1:]))
 
-    out = {f"dhost_mtp_b{b}": host(b, {"scheme": "mtp", "depth": 1}) for b in DRAFT_PASS_SEQS}
-    out |= {f"dhost{d}b{b}": host(b, {"scheme": "eagle", "depth": d}) for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
+
+def first_pass_probe(device: str, traffic=None, checkpoint: dict | None = None, prompt: int = 16) -> dict:
+    """"dhost_mtp_b{seqs}": one MTP module drafting one token a step (every pass a first pass) for
+    DRAFT_PASS_SEQS' sequences, amid `traffic` if given, on random weights of `checkpoint`'s
+    shape (default the 1-layer hidden-64 probe model) after `prompt`-token prompts. The
+    calibration runs it on its context's own shape where that fits the last-level cache: a
+    first pass's host work per sequence grows with the model (the family's 97 us against the
+    hidden-64 model's 66-73, 0.43.0's host_reprice.txt)."""
+    return {f"dhost_mtp_b{b}": _host_time(b, {"scheme": "mtp", "depth": 1}, device, traffic, checkpoint, prompt)
+            for b in DRAFT_PASS_SEQS}
+
+
+def later_pass_probe(device: str, traffic=None, checkpoint: dict | None = None, prompt: int = 16) -> dict:
+    """"dhost{depth}b{seqs}": the engine's EAGLE head drafting chains of DRAFT_PASS_DEPTHS for
+    DRAFT_PASS_SEQS' sequences; "dhost_node": the static tree of DRAFT_NODE_NODES nodes for
+    DRAFT_NODE_PROBS, as deep as the deep chain, for the most sequences. Random drafts are
+    rejected, so every step drafts the whole chain or tree. Amid `traffic`, shape and prompt as
+    first_pass_probe; the calibration keeps these on the hidden-64 model (on the family's own
+    shape a tree level's further node read 8 us against 12-25, and the trees priced worse in
+    the same engine runs: 0.43.0's host_reprice.txt)."""
+    out = {f"dhost{d}b{b}": _host_time(b, {"scheme": "eagle", "depth": d}, device, traffic, checkpoint, prompt)
+           for d in DRAFT_PASS_DEPTHS for b in DRAFT_PASS_SEQS}
     tree = {"scheme": "eagle", "depth": DRAFT_PASS_DEPTHS[1], "tree": DRAFT_NODE_NODES,
             "acceptance": {"rank_depth": DRAFT_NODE_PROBS}}
-    out["dhost_node"] = host(DRAFT_PASS_SEQS[1], tree)
+    out["dhost_node"] = _host_time(DRAFT_PASS_SEQS[1], tree, device, traffic, checkpoint, prompt)
     return out
+
+
+def drafter_host_probe(device: str, traffic=None, checkpoint: dict | None = None, prompt: int = 16) -> dict:
+    """first_pass_probe and later_pass_probe on one model: every time drafter_host_figures reads."""
+    return first_pass_probe(device, traffic, checkpoint, prompt) | later_pass_probe(device, traffic, checkpoint, prompt)
 
 
 def draft_node_rows() -> int:
@@ -104,16 +130,21 @@ def draft_node_rows() -> int:
     return sum(e - 1 for e in levels)
 
 
-def drafter_host_figures(t: dict) -> dict:
-    """The profile's drafter host fields (seconds, never negative) from drafter_host_probe's
-    times `t`: a line through each probe's two batch sizes gives a pass's fixed part and its
-    part per sequence; the deep chain's beyond the one-pass chain's, per extra pass, a later
-    pass's; the tree's beyond the deep chain's, per further node, draft_node_s."""
+def drafter_host_figures(t: dict, first_row_s: float = 0.0, later_row_s: float = 0.0) -> dict:
+    """The profile's drafter host fields (seconds, never negative) from the probes' times `t`: a
+    line through each probe's two batch sizes gives a pass's fixed part and its part per
+    sequence; the deep chain's beyond the one-pass chain's, per extra pass, a later pass's; the
+    tree's beyond the deep chain's, per further node, draft_node_s. Each per-row figure less the
+    pick and ranking over one LM-head row of its probe's vocabulary (`first_row_s` for the first
+    pass's probe, `later_row_s` for the chains' and tree's), which the cost model prices in the
+    drafter's pass (draft_logit_ns a logit element)."""
     (d0, d1), (b0, b1) = DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS
-    first_seq = max(0.0, (t[f"dhost_mtp_b{b1}"] - t[f"dhost_mtp_b{b0}"]) / (b1 - b0))
+    first_seq = (t[f"dhost_mtp_b{b1}"] - t[f"dhost_mtp_b{b0}"]) / (b1 - b0)
     grow = (t[f"dhost{d1}b{b1}"] - t[f"dhost{d1}b{b0}"]) - (t[f"dhost{d0}b{b1}"] - t[f"dhost{d0}b{b0}"])
-    later_seq = max(0.0, grow / (b1 - b0) / (d1 - d0))
-    return {"draft_first_s": max(0.0, t[f"dhost_mtp_b{b0}"] - b0 * first_seq), "draft_seq_s": first_seq,
-            "draft_pass_s": max(0.0, (t[f"dhost{d1}b{b0}"] - t[f"dhost{d0}b{b0}"]) / (d1 - d0) - b0 * later_seq),
-            "draft_pass_seq_s": later_seq,
-            "draft_node_s": max(0.0, (t["dhost_node"] - t[f"dhost{d1}b{b1}"]) / (b1 * draft_node_rows()))}
+    later_seq = grow / (b1 - b0) / (d1 - d0)
+    node = (t["dhost_node"] - t[f"dhost{d1}b{b1}"]) / (b1 * draft_node_rows())
+    return {"draft_first_s": max(0.0, t[f"dhost_mtp_b{b0}"] - b0 * max(0.0, first_seq)),
+            "draft_seq_s": max(0.0, first_seq - first_row_s),
+            "draft_pass_s": max(0.0, (t[f"dhost{d1}b{b0}"] - t[f"dhost{d0}b{b0}"]) / (d1 - d0) - b0 * max(0.0, later_seq)),
+            "draft_pass_seq_s": max(0.0, later_seq - later_row_s),
+            "draft_node_s": max(0.0, node - later_row_s)}
