@@ -52,7 +52,7 @@
    every run's requests pooled is kept beside them as `ttft_p99_pooled` and `tpot_p99_pooled`.
    Pooled, a p99 is the tail of the slowest run: in 0.43.0's comparisons every TPOT p99 miss
    sat where one or two of eight engine runs ran 1.3-1.6x slower than the rest, a spread run to
-   run the simulator's speed spells do not reach (its groups of eight draws 1.15-1.25x).
+   run the simulator's speed spells do not reach (its groups of eight draws 1.14-1.32x).
    Steps and step time split a throughput error into its two factors: with the same tokens
    generated, 1 + throughput error = 1 / ((1 + steps error)(1 + step time error)); steps
    follow the schedule and the acceptance, step time the cost model, and drafting time says
@@ -170,7 +170,7 @@ def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None,
         s = sims[(r["label"], r["concurrency"])]
         per_run = "run_p99" in r["summary"] and "run_p99" in s["summary"]
         me, ms = metrics(r["summary"], per_run), metrics(s["summary"], per_run)
-        err = {k: (ms[k] - me[k]) / me[k] if me[k] else None for k in METRICS}
+        err = {k: (ms[k] - me[k]) / me[k] if me[k] and ms[k] is not None else None for k in METRICS}
         entry = {"scheme": r["scheme"], "label": r["label"], "concurrency": r["concurrency"], "errors": err,
                  "engine": me, "sim": ms, "p99_over": "runs" if per_run else "pooled"}
         speed = (speeds or {}).get(run_tag(r["label"], r["concurrency"]))

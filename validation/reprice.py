@@ -63,8 +63,8 @@ def with_run_p99(report: dict, compared: Path) -> dict:
         per = [k.get(run_tag(r["label"], r["concurrency"])) for k in kept]
         if any(x is None for x in per):
             return report
-        p99 = {key: None if any(x[key]["p99"] is None for x in per) else median(x[key]["p99"] for x in per)
-               for key in ("ttft_s", "tpot_s")}
+        have = {key: [x[key]["p99"] for x in per if x[key]["p99"] is not None] for key in ("ttft_s", "tpot_s")}
+        p99 = {key: median(v) if v else None for key, v in have.items()}  # as pooling.median_p99
         out.append({**r, "summary": {**r["summary"], "run_p99": p99}})
     return {**report, "runs": out}
 
