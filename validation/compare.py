@@ -319,8 +319,9 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         comparison["profile_noise"] = figure_noise(boot)
     by_run = run_speeds(speeds, probe_speeds)
     for entry in comparison["runs"]:
-        if run_tag(entry["label"], entry["concurrency"]) in by_run:
-            entry["engine_run_speeds"] = by_run[run_tag(entry["label"], entry["concurrency"])]
+        tag = run_tag(entry["label"], entry["concurrency"])
+        if tag in by_run:
+            entry["engine_run_speeds"] = by_run[tag]
     engine_time = engine_pairs(speeds)
     if probe_speeds and engine_time:  # how much faster the probes saw the host than the engine's runs did
         comparison["probe_speed"] = weighted_mean(probe_speeds) / weighted_mean(engine_time) - 1

@@ -120,7 +120,12 @@ def median_p99(runs: list[np.ndarray]) -> float | None:
     slower than the rest: a p99 over all the runs' requests pooled is the slowest run's tail
     (one engine run of eight 1.3-1.6x slower than the others carried all of 0.43.0's TPOT p99
     misses)."""
-    kept = [np.percentile(r, 99) for r in runs if len(r)]
+    return median_present([np.percentile(r, 99) if len(r) else None for r in runs])
+
+
+def median_present(values: list) -> float | None:
+    """The median of `values` that are not None (None if none is)."""
+    kept = [v for v in values if v is not None]
     return float(np.median(kept)) if kept else None
 
 

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from statistics import median
 
 import yaml
 
 from sim.errors import SpecError
 from sim.report import run_tag
 from validation.compare import errors, plot_comparison, simulate
+from validation.pooling import median_present
 
 
 def _engine_report(path: Path) -> dict:
@@ -63,8 +63,7 @@ def with_run_p99(report: dict, compared: Path) -> dict:
         per = [k.get(run_tag(r["label"], r["concurrency"])) for k in kept]
         if any(x is None for x in per):
             return report
-        have = {key: [x[key]["p99"] for x in per if x[key]["p99"] is not None] for key in ("ttft_s", "tpot_s")}
-        p99 = {key: median(v) if v else None for key, v in have.items()}  # as pooling.median_p99
+        p99 = {key: median_present([x[key]["p99"] for x in per]) for key in ("ttft_s", "tpot_s")}
         out.append({**r, "summary": {**r["summary"], "run_p99": p99}})
     return {**report, "runs": out}
 
