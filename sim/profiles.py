@@ -215,7 +215,7 @@ def _measured(sub: Node, base_dir: Path, depth: int) -> Acceptance:
         raise SpecError(str(path), "", f"cannot read measured acceptance: {exc}") from None
     doc = Node(data, str(path), "")
     f = doc.mapping(FORMS + ("mixture", "source", "scheme", "domain", "temperature", "samples", "requests",
-                             "per_rank_counts", "histogram"))
+                             "per_rank_counts", "histogram", "dispersion"))
     forms = [k for k in FORMS + ("mixture",) if k in f]
     if len(forms) != 1:
         raise doc.error(f"expected exactly one of: {', '.join(FORMS + ('mixture',))}")

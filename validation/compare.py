@@ -26,7 +26,11 @@
    Prompts differ in how predictable they are, and a run lasts as long as its slowest requests:
    the requests are cut into groups of validation.measure.GROUP_SIZE (1: each its own) by their tokens per step (over
    every run: the same prompts each time) and the file holds a `mixture` of the groups' forms,
-   one drawn per simulated request (validation.measure.grouped_profile).
+   one drawn per simulated request (validation.measure.grouped_profile). A request's counts are
+   one realization (at temperature 0 every run repeats it), which the simulator's draws would
+   add their own noise to: each request's deviation from the pooled is first scaled so that the
+   requests' forms spread as their true rates do (validation/dispersion.py; the file's
+   `dispersion` records the factor).
    They are measured over the steps that drafted. A sequence-step that could draft (depth above
    0, more than one token left) and did not (no prompt-lookup match) gives prompt lookup its
    measured `match` rate instead, the probability with which the simulator's sequences draft:
@@ -107,6 +111,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import fields
 from pathlib import Path
 
@@ -116,6 +121,7 @@ from engine.confidence_log import ConfidenceLog
 from sim.models import ModelSpec
 from sim.report import run_tag
 from validation.by_tokens import ratio_by_tokens
+from validation.dispersion import signature
 from validation.draft_kinds import kind_line, ratio_by_kind
 from validation.host_speed import engine_pairs, relative_speeds, run_speeds, timed_ticks, weighted_mean
 from validation.measure import add_counts, grouped_profile, histogram_distance, merge_counts, per_depth_rates
@@ -245,6 +251,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     uncut: dict[str, dict[int, dict]] = {}  # label -> request id -> counts of its steps not cut short
     confidence: dict[str, dict[int, ConfidenceLog]] = {}  # label -> request id -> EAGLE-2's drafter record
     per_request: dict[str, dict] = {}  # label -> request id -> (acceptance counts, rank counts)
+    passes: dict[str, dict[int, Counter]] = {}  # label -> request id -> its passes by their counts' signature
     reports, results = [], []
     for i in range(warmup):  # untimed, unpooled: the process's first pass over the trace's shapes
         engine_run(trace, out / "engine" / f"warmup{i + 1}", progress=progress, built=built)
@@ -272,6 +279,10 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
             for rid, (n, d) in res.tries.items():
                 n0, d0 = by_rid.get(rid, (0, 0))
                 by_rid[rid] = (n0 + n, d0 + d)
+            seen = passes.setdefault(label, {})
+            for rid in set(res.by_request) | set(res.tries):
+                sig = signature(res.by_request.get(rid, ({}, {}))[0], res.tries.get(rid))
+                seen.setdefault(rid, Counter())[sig] += 1
     engine_report = pool_runs(reports, results)
     out.mkdir(parents=True, exist_ok=True)
     (out / "engine-pooled.json").write_text(json.dumps(engine_report))  # what reprice reads
@@ -296,7 +307,8 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
             path = out / f"acceptance-{label}.json"
             n, d = totals.get(label, (0, 0))  # prompt lookup's match rate, per group where some steps found none
             doc = {**grouped_profile(schemes[label], requests, tries=tries.get(label) if d < n else None,
-                                     uncut=uncut.get(label), confidence=confidence.get(label)),
+                                     uncut=uncut.get(label), confidence=confidence.get(label),
+                                     passes=passes.get(label, {})),
                    "samples": samples,
                    "requests": len(requests), "source": f"engine run of {trace.name}"}
             path.write_text(json.dumps(doc))

@@ -141,7 +141,7 @@ def merge_counts(counts) -> dict:
 
 def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = GROUP_SIZE,
                     tries: dict[int, tuple[int, int]] | None = None, uncut: dict[int, dict] | None = None,
-                    confidence: dict | None = None) -> dict:
+                    confidence: dict | None = None, passes: dict | None = None) -> dict:
     """The simulator's form for requests whose acceptance differs (prompts differ in how
     predictable they are): `requests` maps a request to its ((drafted depth, accepted) counts,
     (depth, rank) counts). The requests that drafted, ordered by their tokens per verified step,
@@ -160,8 +160,18 @@ def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = 
     `uncut` (request -> (drafted depth, accepted) counts of its steps that the sequence's end did
     not cut short): what `profile` fits EAGLE-2's confidence to. `confidence` (request ->
     engine.confidence_log.ConfidenceLog): EAGLE-2's measured shape (validation.confidence), the
-    run's sharpness and shares with each group's own top-1 concentration."""
+    run's sharpness and shares with each group's own top-1 concentration.
+
+    `passes` (request -> Counter of validation.dispersion.signature over the passes that ran it):
+    the counts are one realization's noise on top of each request's own rate, which the
+    simulator's draws add again; with `passes`, each request's counts are first moved toward the
+    pooled by validation.dispersion.shrunk, and the result records it under `dispersion`. Without,
+    the counts are taken as they are."""
     uncut = uncut or {}
+    record = None
+    if passes is not None:
+        from validation.dispersion import shrunk
+        requests, tries, uncut, record = shrunk(requests, passes, tries, uncut)
     run, logs = None, confidence or {}
     if logs:
         from validation.confidence import group_shape, merged, run_shape
@@ -193,7 +203,7 @@ def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = 
             tried, drafted = (sum(tries[i][k] for i in ids) for k in (0, 1))
             form = {**form, "match": round(drafted / tried, 6)}
         out.append({"weight": round((b - a) / n, 6), **form, "request_ids": sorted(ids)})
-    return {"mixture": out}
+    return {"mixture": out, **({"dispersion": record} if record else {})}
 
 
 def tokens_per_try(hist: dict[tuple[int, int], int], tried: int, drafted: int) -> float:

@@ -1,0 +1,123 @@
+"""How far apart requests' acceptance really is, once one realization's own noise is taken off.
+
+The engine's measured acceptance gives each request its own form (validation.measure.grouped_profile),
+fitted to that request's counts. Those counts are one realization: a request of 64 tokens verifies
+12-22 steps, and its tokens per step carry the noise of that many draws. The simulator then draws
+every step afresh from the fitted form, adding a second helping of that noise on top of the first.
+Its requests spread more than the engine's did: in 0.44.0's comparison at concurrency 1 the EAGLE
+chain's steps per request had a standard deviation of 3.44 across requests against the engine's
+3.17 (the tree's 1.17 against 0.97), and a run's slowest request, which sets a run's TPOT p99,
+took 23 steps against 22 (16 against 15), so the simulator's per-run TPOT p99 read +7% to +18%
+long for those two schemes at concurrency 1 and 4.
+
+The mechanism, the variance-matching form of empirical Bayes (Louis 1984, "Estimating a population
+of parameter values using Bayes and empirical Bayes methods", JASA 79:393): the spread of the
+requests' measured tokens per step, V, is the spread of their true rates, T, plus the mean noise
+variance of one realization, S = mean(s_i^2 / n_i) (s_i^2 the variance of request i's tokens per
+step, n_i its steps in one realization). T = max(0, V - S), and each request's deviation from the
+pooled rate is scaled by lambda = sqrt(T / V), so the forms spread by T and the simulator's draws
+add S back. A request keeps its place in the order; the pooled mean is kept.
+
+The counts are shrunk, not the forms: request i's counts get m_i units of the pooled counts
+(m_i = N_i (1 - lambda) / lambda, N_i its units), which scales its tokens per step's deviation by
+exactly lambda whatever the form (chain rates, tree ranks, EAGLE-2's confidence fit).
+
+At temperature 0 the engine's runs repeat one realization: a request verified in every pass of
+every run is still one draw of its noise. `realizations` counts the distinct ones (as passes with
+different counts, weighted: (sum c)^2 / sum c^2 for c passes of each distinct one).
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from validation.measure import merge_counts
+
+
+def signature(hist: dict, tries: tuple[int, int] | None = None) -> tuple:
+    """A pass's counts of one request, hashable: passes with equal signatures repeat one realization."""
+    return tuple(sorted(hist.items())), tries
+
+
+def realizations(passes: Counter) -> float:
+    """Effective independent realizations among a request's passes (signature -> passes with it)."""
+    total, squares = sum(passes.values()), sum(c * c for c in passes.values())
+    return total * total / squares if squares else 1.0
+
+
+def step_moments(hist: dict[tuple[int, int], float], units: float) -> tuple[float, float]:
+    """(mean, variance) of tokens per unit: `hist` (drafted depth, accepted) counts; `units` the
+    sequence-steps they come from (more than the counts where some steps drafted nothing: those
+    give one token)."""
+    n = float(units)
+    if n <= 0:
+        return 1.0, 0.0
+    s1 = sum(a * c for (_, a), c in hist.items())
+    s2 = sum(a * a * c for (_, a), c in hist.items())
+    mean = s1 / n
+    return 1.0 + mean, max(0.0, s2 / n - mean * mean)
+
+
+def shrink_factor(requests: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """(lambda, V, S) from (tokens per unit, variance per unit, units in one realization) of each
+    request: V the requests' spread (sample variance), S their mean noise of one realization,
+    lambda = sqrt(max(0, V - S) / V) in [0, 1] (1 with fewer than two requests or no spread)."""
+    rows = [(t, v, n) for t, v, n in requests if n > 0]
+    if len(rows) < 2:
+        return 1.0, 0.0, 0.0
+    mean = sum(t for t, _, _ in rows) / len(rows)
+    spread = sum((t - mean) ** 2 for t, _, _ in rows) / (len(rows) - 1)
+    noise = sum(v / n for _, v, n in rows) / len(rows)
+    if spread <= 0:
+        return 1.0, spread, noise
+    return math.sqrt(max(0.0, spread - noise) / spread), spread, noise
+
+
+def shrunk(requests: dict[int, tuple[dict, dict]], passes: dict[int, Counter],
+           tries: dict[int, tuple[float, float]] | None = None, uncut: dict[int, dict] | None = None):
+    """(requests, tries, uncut, record) with each request's counts moved toward the pooled counts
+    so its tokens per unit's deviation from the pooled is scaled by lambda (`shrink_factor`):
+    counts' = lambda x counts + (1 - lambda) x its units' share of the pooled counts. A unit is a
+    verified step, or with `tries` (prompt lookup) a sequence-step that could draft. `passes`:
+    request -> Counter of its passes' `signature`s (how many of its passes repeated one
+    realization). `record`: {shrink, spread, noise} for the acceptance file."""
+    uncut = uncut or {}
+    ids = sorted(tries) if tries is not None else sorted(requests)
+    units = {i: float(tries[i][0]) if tries is not None else float(sum(requests.get(i, ({}, {}))[0].values()))
+             for i in ids}
+    total = sum(units.values())
+    rows = []
+    for i in ids:
+        mean, var = step_moments(requests.get(i, ({}, {}))[0], units[i])
+        seen = passes.get(i) or Counter({None: 1})
+        rows.append((mean, var, units[i] * realizations(seen) / sum(seen.values())))
+    lam, spread, noise = shrink_factor(rows)
+    record = {"shrink": round(lam, 4), "spread": round(spread, 6), "noise": round(noise, 6)}
+    if lam >= 1.0 or total <= 0:
+        return requests, tries, uncut, record
+    pooled_h = merge_counts(h for h, _ in requests.values())
+    pooled_r = merge_counts(r for _, r in requests.values())
+    pooled_u = merge_counts(uncut.values())
+    drafted = sum(d for _, d in tries.values()) if tries is not None else 0.0
+    out_req, out_tries, out_uncut = {}, dict(tries) if tries is not None else None, dict(uncut)
+    for i in (i for i in ids if units[i] > 0):
+        share = (1.0 - lam) * units[i] / total
+        h, r = requests.get(i, ({}, {}))
+        out_req[i] = (mix(h, pooled_h, lam, share), mix(r, pooled_r, lam, share))
+        if i in uncut or pooled_u:
+            out_uncut[i] = mix(uncut.get(i, {}), pooled_u, lam, share)
+        if tries is not None:
+            n, d = tries[i]
+            out_tries[i] = (n, lam * d + share * drafted)
+    for i in requests:  # requests without units (drafted nothing; no step could draft): as they were
+        out_req.setdefault(i, requests[i])
+    return out_req, out_tries, out_uncut, record
+
+
+def mix(counts: dict, pooled: dict, keep: float, share: float) -> dict:
+    """keep x counts + share x pooled, key by key."""
+    out = {k: keep * n for k, n in counts.items()}
+    for k, n in pooled.items():
+        out[k] = out.get(k, 0.0) + share * n
+    return out
+
