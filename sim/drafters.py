@@ -212,16 +212,22 @@ class PassPricer:
 MEDUSA_OPS = 4  # the heads' operations beyond their two products: bias add, SiLU, residual add, top-k (op_s each)
 
 
-def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int, shared_lm_head: bool = False) -> Cost:
+def medusa_cost(target: ModelSpec, hw: HardwareSpec, tp: int, heads: int, n: int, shared_lm_head: bool = False,
+                nodes: int = 0) -> Cost:
     """K heads in one call over n last hidden states: each a residual h x h block + an LM head,
     its own (Medusa §2.1.1) or the target's, read once for all K x n rows; the top-k over each
     head's logits costs hardware.logit_s per element (`hw` as drafters see it: HardwareSpec.drafter). Not a forward pass: no pass_overhead_s,
     MEDUSA_OPS small ops beyond the products' launches (hardware.op_s each, launch_s where not
-    measured), and a first drafter pass's host work around it: draft_first_s, and draft_seq_s per
-    sequence (the step's plan, picking and recording the drafts)."""
+    measured), and its host work around the call (the step's plan, picking and recording the
+    drafts): medusa_first_s, medusa_seq_s per sequence and medusa_node_s per sequence and node of
+    its `nodes`-node tree beyond one a head, where the profile measured them (since 0.45.0), else
+    a first drafter pass's draft_first_s and draft_seq_s per sequence."""
     h = target.hidden
-    host = Cost(time=MEDUSA_OPS * (hw.op_s or hw.launch_s) + hw.draft_first_s + n * hw.draft_seq_s
-                + hw.logit_s * heads * n * target.vocab,
+    if hw.medusa_first_s is not None:
+        around = hw.medusa_first_s + n * ((hw.medusa_seq_s or 0.0) + max(0, nodes - heads) * (hw.medusa_node_s or 0.0))
+    else:
+        around = hw.draft_first_s + n * hw.draft_seq_s
+    host = Cost(time=MEDUSA_OPS * (hw.op_s or hw.launch_s) + around + hw.logit_s * heads * n * target.vocab,
                 flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0)
     # the target's LM head is used again right after the target's forward (sim.cost.reuse_factor)
     lm = (linear_cost(h, target.vocab, heads * n, target, hw, tp, scale=reuse_factor(hw, heads * n, "first"), part="lm")

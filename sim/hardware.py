@@ -123,6 +123,12 @@ class HardwareSpec:
     # tree level a sequence expands: its features and logits picked out, its children's top-k;
     # a chain has none)
     draft_node_s: float = 0.0
+    # Medusa's host work around its heads' call, where measured (validation.drafter_host.medusa_probe;
+    # None: the first pass's draft_first_s and draft_seq_s): fixed, per sequence, and per sequence
+    # and node of its tree beyond one a head (laid out a node at a time)
+    medusa_first_s: float | None = None
+    medusa_seq_s: float | None = None
+    medusa_node_s: float | None = None
     # an EAGLE head's or MTP module's fused input beyond its 2h -> h product (the embedding
     # gather, two norms, the concatenation, the call), timed in the engine (validation.reuse):
     # fixed and per row; where measured, in place of the product's launch_s (sim.drafters.fused_input_cost)
@@ -285,14 +291,17 @@ class HardwareSpec:
             | ({"speed_rates": list(self.speed_rates)} if self.speed_rates else {}) \
             | ({"speed_drift_rates": list(self.speed_drift_rates)} if self.speed_drift_rates else {}) \
             | ({"gemm_reuse": [list(r) for r in self.gemm_reuse]} if self.gemm_reuse else {}) \
-            | ({"gemm_step": [list(r) for r in self.gemm_step]} if self.gemm_step else {})
+            | ({"gemm_step": [list(r) for r in self.gemm_step]} if self.gemm_step else {}) \
+            | ({"medusa_first_us": self.medusa_first_s * us, "medusa_seq_us": (self.medusa_seq_s or 0.0) * us,
+                "medusa_node_us": (self.medusa_node_s or 0.0) * us} if self.medusa_first_s is not None else {})
 
 
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "multi_query_us", "batch_query_us",
-         "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "gemm_verify", "draft_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
+         "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "gemm_verify", "draft_node_us",
+         "medusa_first_us", "medusa_seq_us", "medusa_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
@@ -375,6 +384,9 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         draft_pass_s=num("draft_pass_us", 1e-6, hi=1e9),
         draft_pass_seq_s=num("draft_pass_seq_us", 1e-6, hi=1e9),
         draft_node_s=num("draft_node_us", 1e-6, hi=1e9),
+        medusa_first_s=num("medusa_first_us", 1e-6, hi=1e9),
+        medusa_seq_s=num("medusa_seq_us", 1e-6, hi=1e9),
+        medusa_node_s=num("medusa_node_us", 1e-6, hi=1e9),
         draft_input_s=num("draft_input_us", 1e-6, hi=1e9),
         draft_input_row_s=num("draft_input_row_us", 1e-6, hi=1e9),
         ngram_call_s=num("ngram_call_us", 1e-6, hi=1e9),

@@ -21,7 +21,8 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     for key in ("copy_bw", "stream_bw", "flops_fp32", "launch_s", "layer_s", "probe_layer_s", "step_s", "seq_s",
                 "alloc_op_s", "multi_query_s", "draft_first_s", "draft_pass_s", "draft_seq_s", "draft_pass_seq_s", "draft_node_s", "pass_s", "index_check_s", "mixed_query_s",
                 "batch_query_s", "fused_query_s", "fused_key_s", "elementwise_s", "logit_s", "draft_logit_s",
-                "draft_cand_s", "tree_call_s", "tree_node_s", "pack_node_s", "ngram_call_s", "ngram_seq_s"):
+                "draft_cand_s", "tree_call_s", "tree_node_s", "pack_node_s", "ngram_call_s", "ngram_seq_s",
+                "medusa_first_s", "medusa_seq_s", "medusa_node_s"):
         assert m[key] >= 0, key
     assert m["rounds"] == 2
     assert 0 < m["eta_attn"] <= 1 and m["attn_dense"] is True
@@ -61,7 +62,8 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
                              ("draft_cand_s", "draft_cand_s", us3), ("verify_call_s", "verify_call_s", us1),
                              ("tree_call_s", "tree_call_s", us1), ("tree_node_s", "tree_node_s", us3),
                              ("pack_node_s", "pack_node_s", us3), ("ngram_call_s", "ngram_call_s", us1),
-                             ("ngram_seq_s", "ngram_seq_s", us2)):
+                             ("ngram_seq_s", "ngram_seq_s", us2), ("medusa_first_s", "medusa_first_s", us1),
+                             ("medusa_seq_s", "medusa_seq_s", us1), ("medusa_node_s", "medusa_node_s", us2)):
         assert getattr(hw, field) == pytest.approx(m[key], rel=1e-9, abs=half * 1.001), field
     assert hw.launch_s == pytest.approx(m["layer_s"] / KERNELS_PER_LAYER, rel=1e-9, abs=us2 * 1.001)
     assert hw.eta_attn == pytest.approx(m["eta_attn"], abs=0.5e-4 * 1.001) and hw.attn_dense
@@ -268,6 +270,31 @@ def test_drafter_host_figures_are_lines_through_the_probes_batch_sizes():
     assert less == pytest.approx(want | {"draft_seq_s": first_seq - first_row, "draft_pass_seq_s": later_seq - later_row,
                                          "draft_node_s": node - later_row}, rel=1e-9)
     assert drafter_host_figures(t, 1.0, 1.0)["draft_seq_s"] == 0.0 and drafter_host_figures(t, 0.0, 1.0)["draft_node_s"] == 0.0
+
+
+def test_medusa_host_figures_are_lines_through_its_probes():
+    """Medusa's fixed part and part per sequence from its chain's two batch sizes (less its heads'
+    rows' picks), per sequence and further node from its tree beyond the chain; clamped at 0."""
+    from validation.drafter_host import DRAFT_PASS_SEQS, MEDUSA_HEADS, MEDUSA_TREE, medusa_host_figures
+    first, seq, node = 110e-6, 80e-6, 0.3e-6
+    t = {f"dhost_medusa_b{b}": first + b * seq for b in DRAFT_PASS_SEQS}
+    b = DRAFT_PASS_SEQS[1]
+    t["dhost_medusa_tree"] = t[f"dhost_medusa_b{b}"] + b * (MEDUSA_TREE - MEDUSA_HEADS) * node
+    want = {"medusa_first_s": first, "medusa_seq_s": seq, "medusa_node_s": node}
+    assert medusa_host_figures(t) == pytest.approx(want, rel=1e-9)
+    row = 10e-6
+    assert medusa_host_figures(t, row) == pytest.approx(want | {"medusa_seq_s": seq - MEDUSA_HEADS * row}, rel=1e-9)
+    assert medusa_host_figures(t, 1.0)["medusa_seq_s"] == 0.0
+    assert medusa_host_figures({k: 1e-3 for k in t}) == pytest.approx({"medusa_first_s": 1e-3, "medusa_seq_s": 0.0,
+                                                                      "medusa_node_s": 0.0})
+
+
+def test_pass_clock_times_medusas_heads_as_its_pass():
+    """Medusa's heads' call is what the probe takes out of its drafting: every decode step holds
+    one (but the last, whose sequences have one token left), and host work beside it."""
+    from validation.host_probes import _decode_steps
+    cols = _decode_steps(2, "cpu", {"scheme": "medusa", "heads": 4, "lm_head": "shared", "tree": "chain"}, 8, passes=True)
+    assert (cols["draft_pass_time"] < cols["draft_time"]).all() and (cols["draft_pass_time"][:-1] > 0).all()
 
 
 def test_pass_clock_splits_the_drafters_passes_out_of_each_steps_drafting():

@@ -686,6 +686,26 @@ def test_drafter_fixed_host_time_per_first_and_later_pass(tmp_path):
     assert medusa_cost(m, fixed, 1, 4, 3).time - medusa_cost(m, base, 1, 4, 3).time == pytest.approx(200e-6, rel=1e-9)
 
 
+def test_medusa_host_work_where_measured(tmp_path):
+    """A profile with Medusa's own host figures prices its heads' call with them (fixed, per
+    sequence, per sequence and node beyond one a head) instead of a first pass's; they round-trip,
+    and a profile without them reads None and prices as before."""
+    from sim.drafters import medusa_cost
+    m = model("tiny")
+    plain = device("cpu", draft_first_us=300.0, draft_seq_us=100.0)
+    own = device("cpu", draft_first_us=300.0, draft_seq_us=100.0, medusa_first_us=110.0, medusa_seq_us=45.0,
+                 medusa_node_us=0.25)
+    assert plain.medusa_first_s is None and "medusa_first_us" not in plain.to_profile()
+    back = round_trip(own, tmp_path)
+    assert (back.medusa_first_s, back.medusa_seq_s, back.medusa_node_s) == pytest.approx((110e-6, 45e-6, 0.25e-6))
+    bare = device("cpu", draft_first_us=0.0, draft_seq_us=0.0)
+    for n, nodes in ((1, 4), (3, 63), (16, 63)):
+        mine = medusa_cost(m, own, 1, 4, n, True, nodes).time - medusa_cost(m, bare, 1, 4, n, True, nodes).time
+        assert mine == pytest.approx(110e-6 + n * (45e-6 + (nodes - 4) * 0.25e-6), rel=1e-9), (n, nodes)
+        first = medusa_cost(m, plain, 1, 4, n, True, nodes).time - medusa_cost(m, bare, 1, 4, n, True, nodes).time
+        assert first == pytest.approx(300e-6 + n * 100e-6, rel=1e-9)
+
+
 REUSE = ((1, 0.5, 0.4, 0.3), (16, 0.9, 0.8, 0.7))
 
 

@@ -34,7 +34,8 @@ import torch  # noqa: E402
 
 from engine.host_memory import retain_freed_memory  # noqa: E402
 from sim.speed import drift_of, spread_of  # noqa: E402
-from validation.drafter_host import drafter_host_figures, first_pass_probe, later_pass_probe  # noqa: E402
+from validation.drafter_host import (drafter_host_figures, first_pass_probe, later_pass_probe,  # noqa: E402
+                                     medusa_host_figures, medusa_probe)
 from validation.reuse import REUSE_PROMPT, REUSE_ROWS, REUSE_STEPS, insitu_figures, insitu_probe, probe_prompt  # noqa: E402
 from validation.host_probes import (allocator_op, checkpoint_of, TINY_CHECKPOINT, draft_cand_time, draft_logit_probe, draft_logit_time,
                                     draft_tree_probe,
@@ -196,6 +197,8 @@ class Calibration:
         probes["draft_first"] = (lambda: first_pass_probe(device, None, checkpoint_of(self.context), prompt)) \
             if in_place else (lambda: first_pass_probe(device, traffic))
         probes["draft_later"] = lambda: later_pass_probe(device, traffic)
+        probes["draft_medusa"] = (lambda: medusa_probe(device, None, checkpoint_of(self.context), prompt)) \
+            if in_place else (lambda: medusa_probe(device, traffic))
         if in_place:
             probes["reuse"] = insitu_probe(self.context, device, self.reuse_rows, 5 if small else REUSE_STEPS, prompt)
         probes["ngram"] = lambda: ngram_probe(device, traffic)
@@ -323,6 +326,7 @@ class Calibration:
                 "multi_query_s": max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer)}
         row = draft_logit_time(*(t[f"dlogits{v}"] for v in LOGIT_VOCABS))  # a drafter's logit element
         out |= drafter_host_figures(t, self.first_vocab * row, TINY_CHECKPOINT["vocab"] * row)
+        out |= medusa_host_figures(t, self.first_vocab * row)  # on the first pass's model
         batched = (t[f"verifies{DEEP}"] - t["verifies1"] - t[f"decodes{DEEP}"] + t["decodes1"]) / (DEEP - 1)
         out["batch_query_s"] = max(0.0, batched - out["multi_query_s"])
         # half the sequences verifying, half decoding, against all verifying: per layer

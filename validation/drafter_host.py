@@ -33,6 +33,10 @@ import time
 from sim import trees as T
 
 DRAFT_PASS_DEPTHS, DRAFT_PASS_SEQS = (1, 5), (1, 16)
+# Medusa's probe: the engine's random drafters' heads (engine.drafting.heads.random_drafters), as a
+# chain and as a static tree of MEDUSA_TREE nodes (Medusa's default size; the greedy tree for MEDUSA_PROBS, four ranks
+# a head)
+MEDUSA_HEADS, MEDUSA_TREE, MEDUSA_PROBS = 4, 63, [[0.6, 0.2, 0.1, 0.05]] * 4
 # a static tree as deep as the deep chain, expanding 2, 3, 4 and 2 nodes at its levels 1-4
 DRAFT_NODE_PROBS, DRAFT_NODE_NODES = [[0.7, 0.2]] * DRAFT_PASS_DEPTHS[1], 16
 PROBE_TOKENS = 24  # tokens each probe sequence decodes
@@ -59,8 +63,9 @@ class PassClock:
         return call
 
     def wrap(self, model, drafters) -> None:
-        """Time `drafters`' passes (engine.drafting.heads.Drafters; Medusa's heads are no pass)
-        and close a step at each of `model`'s (the target's) forwards."""
+        """Time `drafters`' passes (engine.drafting.heads.Drafters) and Medusa's heads' call (its
+        products, bias, SiLU and residual: what sim.drafters.medusa_cost prices besides the host
+        work) and close a step at each of `model`'s (the target's) forwards."""
         inner = model.forward
 
         def forward(*args, **kwargs):
@@ -70,6 +75,8 @@ class PassClock:
         model.forward = forward
         if drafters is None:
             return
+        if drafters.medusa is not None:
+            drafters.medusa.logits = self._timed(drafters.medusa.logits)
         for head in drafters.feature_heads():
             head.inputs = self._timed(head.inputs)
         for drafter in drafters.pass_models():
@@ -114,6 +121,33 @@ def later_pass_probe(device: str, traffic=None, checkpoint: dict | None = None, 
             "acceptance": {"rank_depth": DRAFT_NODE_PROBS}}
     out["dhost_node"] = _host_time(DRAFT_PASS_SEQS[1], tree, device, traffic, checkpoint, prompt)
     return out
+
+
+def medusa_probe(device: str, traffic=None, checkpoint: dict | None = None, prompt: int = 16) -> dict:
+    """"dhost_medusa_b{seqs}": Medusa's MEDUSA_HEADS heads drafting a chain for DRAFT_PASS_SEQS'
+    sequences; "dhost_medusa_tree": its MEDUSA_TREE-node static tree for the most. Its host work
+    (the last features gathered, the top-k over every head's logits, the tree's tokens and
+    candidates laid out a node at a time) is not an MTP pass's: priced with the first pass's
+    figures, Medusa's drafting read 1.09-1.16 of the engine's in 0.44.0's ordinary steps. Shape,
+    prompt and traffic as first_pass_probe; random drafts are rejected, so every step drafts."""
+    chain = {"scheme": "medusa", "heads": MEDUSA_HEADS, "lm_head": "shared", "tree": "chain"}
+    out = {f"dhost_medusa_b{b}": _host_time(b, chain, device, traffic, checkpoint, prompt) for b in DRAFT_PASS_SEQS}
+    tree = {**chain, "tree": MEDUSA_TREE, "acceptance": {"rank_depth": MEDUSA_PROBS}}
+    out["dhost_medusa_tree"] = _host_time(DRAFT_PASS_SEQS[1], tree, device, traffic, checkpoint, prompt)
+    return out
+
+
+def medusa_host_figures(t: dict, row_s: float = 0.0) -> dict:
+    """Medusa's host fields (seconds, never negative) from medusa_probe's times `t`: a line
+    through the chain's two batch sizes gives the fixed part (medusa_first_s) and the part per
+    sequence (medusa_seq_s, less its heads' rows' picks, `row_s` each, which the cost model
+    prices); the tree's beyond the chain's, per sequence and further node, medusa_node_s."""
+    b0, b1 = DRAFT_PASS_SEQS
+    per_seq = (t[f"dhost_medusa_b{b1}"] - t[f"dhost_medusa_b{b0}"]) / (b1 - b0)
+    node = (t["dhost_medusa_tree"] - t[f"dhost_medusa_b{b1}"]) / (b1 * (MEDUSA_TREE - MEDUSA_HEADS))
+    return {"medusa_first_s": max(0.0, t[f"dhost_medusa_b{b0}"] - b0 * max(0.0, per_seq)),
+            "medusa_seq_s": max(0.0, per_seq - MEDUSA_HEADS * row_s),
+            "medusa_node_s": max(0.0, node)}
 
 
 def drafter_host_probe(device: str, traffic=None, checkpoint: dict | None = None, prompt: int = 16) -> dict:

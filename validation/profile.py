@@ -28,7 +28,7 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # where others beside them decode),
 # drafters' host work around their passes: a step's first {m['draft_first_s'] * 1e6:.0f} us and {m['draft_seq_s'] * 1e6:.0f} us per sequence,
 # each later one {m['draft_pass_s'] * 1e6:.0f} us and {m['draft_pass_seq_s'] * 1e6:.0f} us per sequence,
-# {m['draft_node_s'] * 1e6:.1f} us per further node a tree level expands;
+# {m['draft_node_s'] * 1e6:.1f} us per further node a tree level expands{_medusa_note(m)};
 # prompt lookup {m['ngram_call_s'] * 1e6:.0f} us per step and {m['ngram_seq_s'] * 1e6:.1f} us per sequence;
 # allocator op {m['alloc_op_s'] * 1e6:.2f} us; matmul half-rate rows {m['gemm_half_rows']:.1f};
 # paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s{f" ({m['kv_sizes'][-1][1] * m['stream_bw'] / 1e9:.2f} GB/s over {m['kv_sizes'][-1][0]:.0f} MiB)" if m.get('kv_sizes') else ''}{f", {m['kv_sizes_warm'][KV_MIDDLE][1] * m['stream_bw'] / 1e9:.2f} GB/s from the last-level cache" if m.get('kv_sizes_warm') else ''}; attention products
@@ -86,6 +86,7 @@ draft_seq_us: {m['draft_seq_s'] * 1e6:.1f}
 draft_pass_us: {m['draft_pass_s'] * 1e6:.1f}
 draft_pass_seq_us: {m['draft_pass_seq_s'] * 1e6:.1f}
 draft_node_us: {m['draft_node_s'] * 1e6:.2f}
+{_medusa_yaml(m)}
 ngram_call_us: {m['ngram_call_s'] * 1e6:.1f}
 ngram_seq_us: {m['ngram_seq_s'] * 1e6:.2f}
 {_reuse_yaml(m.get('gemm_reuse'))}
@@ -152,3 +153,18 @@ def write_profile(m: dict, size_mb: int) -> str:
            else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) / 1e9
     note = f"{time.strftime('%Y-%m-%d')}, {torch.get_num_threads()} threads, {size_mb} MB probes"
     return profile_yaml(m, name, mem, note)
+
+
+def _medusa_yaml(m: dict) -> str:
+    """Medusa's host fields where the calibration measured them (validation.drafter_host.medusa_probe)."""
+    if "medusa_first_s" not in m:
+        return ""
+    return (f"medusa_first_us: {m['medusa_first_s'] * 1e6:.1f}\nmedusa_seq_us: {m['medusa_seq_s'] * 1e6:.1f}\n"
+            f"medusa_node_us: {m['medusa_node_s'] * 1e6:.2f}")
+
+
+def _medusa_note(m: dict) -> str:
+    if "medusa_first_s" not in m:
+        return ""
+    return (f";\n# Medusa's around its heads {m['medusa_first_s'] * 1e6:.0f} us, {m['medusa_seq_s'] * 1e6:.0f} us per sequence"
+            f" and {m['medusa_node_s'] * 1e6:.2f} us per sequence and further node")

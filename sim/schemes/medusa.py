@@ -73,7 +73,8 @@ class Medusa(SpecScheme):
     def drafter(self, trace):
         model, hw, tp, heads, shared = trace.model, trace.hardware.drafter(), trace.tp, self.max_depth, self.shared_lm_head
         # the heads read the last hidden state only: no catch-up
-        return lambda n, ctx, depth, tree, fresh, first, several: medusa_cost(model, hw, tp, heads, n, shared)
+        return lambda n, ctx, depth, tree, fresh, first, several: medusa_cost(model, hw, tp, heads, n, shared,
+                                                                              len(tree) if tree else depth)
 
 
 def static_tree(scheme, depth: int) -> tuple[int, ...]:
