@@ -18,9 +18,17 @@ step, n_i its steps in one realization). T = max(0, V - S), and each request's d
 pooled rate is scaled by lambda = sqrt(T / V), so the forms spread by T and the simulator's draws
 add S back. A request keeps its place in the order; the pooled mean is kept.
 
-The counts are shrunk, not the forms: request i's counts get m_i units of the pooled counts
-(m_i = N_i (1 - lambda) / lambda, N_i its units), which scales its tokens per step's deviation by
-exactly lambda whatever the form (chain rates, tree ranks, EAGLE-2's confidence fit).
+The counts are shrunk, not the forms: request i's counts become lambda x its own plus
+(1 - lambda) x its units' share of the pooled counts, which scales the deviation of its counts'
+tokens per step by exactly lambda; the forms fitted to them (chain rates, tree ranks, EAGLE-2's
+confidence) follow, the tree's and EAGLE-2's nearly (their tokens per step is not linear in them).
+
+One factor serves all of a scheme's requests. It shrinks the slowest as much as the rest, though
+they take the most steps and vary least a step, so their own noise is the smallest: in 0.45.0's
+comparisons at concurrency 32, where a closed batch lasts as long as its slowest slots, the
+simulator's slowest request took 1-4 steps fewer than the engine's in 7 of 8 schemes
+(validation/results/cpu-epyc-zen3/0.45.0/lambda_by_request.txt: a factor per request,
+sqrt(T / (T + s_i^2 / n_i)), would keep 0.97-0.98 of prompt lookup's slowest deviations).
 
 At temperature 0 the engine's runs repeat one realization: a request verified in every pass of
 every run is still one draw of its noise. `realizations` counts the distinct ones (as passes with
