@@ -166,5 +166,5 @@ def _medusa_yaml(m: dict) -> str:
 def _medusa_note(m: dict) -> str:
     if "medusa_first_s" not in m:
         return ""
-    return (f";\n# Medusa's around its heads {m['medusa_first_s'] * 1e6:.0f} us, {m['medusa_seq_s'] * 1e6:.0f} us per sequence"
+    return (f";\n# Medusa's host work around its heads' call {m['medusa_first_s'] * 1e6:.0f} us, {m['medusa_seq_s'] * 1e6:.0f} us per sequence"
             f" and {m['medusa_node_s'] * 1e6:.2f} us per sequence and further node")
