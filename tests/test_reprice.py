@@ -163,3 +163,37 @@ def test_bad_input_exits_2_naming_it(compared, tmp_path, capsys, case, where):
     rc = main(["reprice", str(d), "--hardware", str(profile), "--out", str(tmp_path / "out"), *extra])
     err = capsys.readouterr().err
     assert rc == 2 and where in err and "Traceback" not in err
+
+
+def test_refit_from_the_kept_counts(compared, tmp_path):
+    """compare keeps each scheme's counts by request; --refit request fits them as compare did
+    (the same file, the same errors); common and none fit them otherwise and say so."""
+    assert (compared / "counts-ngram.json").exists() and not (compared / "counts-none.json").exists()
+    got = reprice(compared, PROFILE, tmp_path / "request", refit="request")
+    assert json.loads((tmp_path / "request" / "acceptance-ngram.json").read_text()) == \
+        json.loads((compared / "acceptance-ngram.json").read_text())
+    sim_trace = yaml.safe_load((tmp_path / "request" / "sim-trace.yaml").read_text())
+    assert sim_trace["speculation"][1]["acceptance"]["measured"] == str((tmp_path / "request" / "acceptance-ngram.json").resolve())
+    want = errors_of(json.loads((compared / "comparison.json").read_text()))
+    assert {k: v["throughput_tok_s"] for k, v in errors_of(got).items()} == \
+        pytest.approx({k: v["throughput_tok_s"] for k, v in want.items()}, abs=1e-12)
+    assert got["repriced"]["refit"] == "request"
+    reprice(compared, PROFILE, tmp_path / "none", refit="none")
+    assert "dispersion" not in json.loads((tmp_path / "none" / "acceptance-ngram.json").read_text())
+    reprice(compared, PROFILE, tmp_path / "common", refit="common")
+    assert json.loads((tmp_path / "common" / "acceptance-ngram.json").read_text())["dispersion"]["by_request"] is False
+
+
+@pytest.mark.parametrize("case, where", [("missing", "counts-ngram.json"), ("garbled", "requests.0")])
+def test_refit_without_usable_counts_exits_2_naming_them(compared, tmp_path, capsys, case, where):
+    d = tmp_path / "cmp"
+    shutil.copytree(compared, d)
+    if case == "missing":
+        (d / "counts-ngram.json").unlink()
+    else:
+        doc = json.loads((d / "counts-ngram.json").read_text())
+        doc["requests"]["0"]["hist"] = [[1, 2]]
+        (d / "counts-ngram.json").write_text(json.dumps(doc))
+    rc = main(["reprice", str(d), "--hardware", str(PROFILE), "--out", str(tmp_path / "out"), "--refit", "request"])
+    err = capsys.readouterr().err
+    assert rc == 2 and where in err and "Traceback" not in err

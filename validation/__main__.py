@@ -2,7 +2,7 @@
 [--draws N] [--engine-only]`,
 `python -m validation steptime --out DIR ...` and
 `python -m validation split TRACE --out DIR [--hardware PROFILE] [--concurrency N] [--rounds R]` and
-`python -m validation reprice DIR --hardware PROFILE --out OUT [--engine REPORT] [--draws N]`
+`python -m validation reprice DIR --hardware PROFILE --out OUT [--engine REPORT] [--draws N] [--refit HOW]`
 (see validation/compare.py, validation/steptime.py, validation/split.py, validation/reprice.py)."""
 import argparse
 import sys
@@ -63,6 +63,9 @@ def main(argv=None) -> int:
                     help="the engine's report of another run of the same trace (default DIR/engine-pooled.json, "
                          "else DIR/engine/report.json)")
     rp.add_argument("--draws", type=int, default=None, help="the simulator's draws (default 4 for each engine run pooled)")
+    rp.add_argument("--refit", choices=("request", "common", "none"), default=None,
+                    help="fit the acceptance again from DIR/counts-<label>.json: each request's counts shrunk by "
+                         "its own factor (request, compare's way), by one for all (common), or not (none)")
     for sp in (c, sp_):
         sp.add_argument("--cycles", type=int, default=None,
                         help="with --calibrate: cycles of every probe per engine run of the trace (compare) "
@@ -118,7 +121,7 @@ def main(argv=None) -> int:
         from validation.reprice import reprice
         try:
             result = reprice(args.compared, args.hardware, args.out, args.engine, args.draws,
-                             progress=sys.stderr.isatty())
+                             progress=sys.stderr.isatty(), refit=args.refit)
         except SpecError as exc:
             return fail(exc)
         print_comparison(result)

@@ -29,8 +29,9 @@
    one drawn per simulated request (validation.measure.grouped_profile). A request's counts are
    one realization (at temperature 0 every run repeats it), which the simulator's draws would
    add their own noise to: each request's deviation from the pooled is first scaled so that the
-   requests' forms spread as their true rates do (validation/dispersion.py; the file's
-   `dispersion` records the factor).
+   requests' forms spread as their true rates do, each request's by its own factor
+   (validation/dispersion.py; the file's `dispersion` records them). The counts themselves are
+   kept too, DIR/counts-<label>.json (validation/request_counts.py), for `reprice --refit`.
    They are measured over the steps that drafted. A sequence-step that could draft (depth above
    0, more than one token left) and did not (no prompt-lookup match) gives prompt lookup its
    measured `match` rate instead, the probability with which the simulator's sequences draft:
@@ -111,21 +112,19 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import fields
 from pathlib import Path
 
 import yaml
 
-from engine.confidence_log import ConfidenceLog
 from sim.models import ModelSpec
 from sim.report import run_tag
 from validation.by_tokens import ratio_by_tokens
-from validation.dispersion import signature
 from validation.draft_kinds import kind_line, ratio_by_kind
 from validation.host_speed import engine_pairs, relative_speeds, run_speeds, timed_ticks, weighted_mean
-from validation.measure import add_counts, grouped_profile, histogram_distance, merge_counts, per_depth_rates
+from validation.measure import histogram_distance
 from validation.pooling import figure_noise, group_percentiles, pool_runs, profile_spread, rotated, run_spread
+from validation.request_counts import RequestCounts, write_counts
 from validation.scaling import batch_scaling
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -246,12 +245,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     ticks = timed_ticks(cal.spread(len(trace.speculation) * max(1, len(trace.sweep_concurrency)), cycles),
                         probe_speeds) if cal is not None else None
     speeds: dict[str, list[tuple[float, float]]] = {}  # run tag -> [(duration, host speed)] per engine run
-    # label -> request id -> (sequence-steps that could draft, of which drafted)
-    tries: dict[str, dict[int, tuple[int, int]]] = {}
-    uncut: dict[str, dict[int, dict]] = {}  # label -> request id -> counts of its steps not cut short
-    confidence: dict[str, dict[int, ConfidenceLog]] = {}  # label -> request id -> EAGLE-2's drafter record
-    per_request: dict[str, dict] = {}  # label -> request id -> (acceptance counts, rank counts)
-    passes: dict[str, dict[int, Counter]] = {}  # label -> request id -> its passes by their counts' signature
+    measured_counts: dict[str, RequestCounts] = {}  # label -> its acceptance by request, every run's
     reports, results = [], []
     for i in range(warmup):  # untimed, unpooled: the process's first pass over the trace's shapes
         engine_run(trace, out / "engine" / f"warmup{i + 1}", progress=progress, built=built)
@@ -265,24 +259,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
         reports.append(report)
         results.append({tag: r.result for tag, r in by_tag.items()})
         for tag, res in by_tag.items():  # acceptance per request, pooled over every run (the same prompts)
-            label = tag.rsplit("-", 1)[0]
-            mine = per_request.setdefault(label, {})
-            for rid, (h, rk) in res.by_request.items():
-                h0, r0 = mine.setdefault(rid, ({}, {}))
-                add_counts(h0, h)
-                add_counts(r0, rk)
-            for rid, h in res.uncut.items():
-                add_counts(uncut.setdefault(label, {}).setdefault(rid, {}), h)
-            for rid, log in res.confidence.items():
-                confidence.setdefault(label, {}).setdefault(rid, ConfidenceLog()).merge(log)
-            by_rid = tries.setdefault(label, {})
-            for rid, (n, d) in res.tries.items():
-                n0, d0 = by_rid.get(rid, (0, 0))
-                by_rid[rid] = (n0 + n, d0 + d)
-            seen = passes.setdefault(label, {})
-            for rid in set(res.by_request) | set(res.tries):
-                sig = signature(res.by_request.get(rid, ({}, {}))[0], res.tries.get(rid))
-                seen.setdefault(rid, Counter())[sig] += 1
+            measured_counts.setdefault(tag.rsplit("-", 1)[0], RequestCounts()).add(res)
     engine_report = pool_runs(reports, results)
     out.mkdir(parents=True, exist_ok=True)
     (out / "engine-pooled.json").write_text(json.dumps(engine_report))  # what reprice reads
@@ -299,21 +276,16 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
     hardware = hardware or ROOT / "traces" / "hardware" / "cpu-measured.yaml"
     measured = {}
     schemes = {s.label: s for s in trace.speculation}
-    totals = {label: tuple(sum(x[k] for x in by_rid.values()) for k in (0, 1)) for label, by_rid in tries.items()}
-    for label, requests in per_request.items():
-        # (drafted depth, accepted) counts over the steps that drafted, every request's together
-        rates, samples = per_depth_rates(merge_counts(h for h, _ in requests.values()))
-        if rates:
+    source = f"engine run of {trace.name}"
+    for label, counts in measured_counts.items():
+        doc = counts.acceptance_doc(schemes[label], source)
+        if doc is not None:
             path = out / f"acceptance-{label}.json"
-            n, d = totals.get(label, (0, 0))  # prompt lookup's match rate, per group where some steps found none
-            doc = {**grouped_profile(schemes[label], requests, tries=tries.get(label) if d < n else None,
-                                     uncut=uncut.get(label), confidence=confidence.get(label),
-                                     passes=passes.get(label, {})),
-                   "samples": samples,
-                   "requests": len(requests), "source": f"engine run of {trace.name}"}
             path.write_text(json.dumps(doc))
             measured[label] = path
+            write_counts(out / f"counts-{label}.json", counts, label, source)  # what reprice --refit reads
     sim_path = out / "sim-trace.yaml"
+    totals = {label: counts.totals() for label, counts in measured_counts.items()}
     matches = {label: round(d / n, 4) for label, (n, d) in totals.items() if n and d}
     sim_doc = sim_trace_doc(trace_path, engine_report, hardware, measured, matches)
     sim_path.write_text(yaml.safe_dump(sim_doc, sort_keys=False))

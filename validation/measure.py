@@ -141,7 +141,7 @@ def merge_counts(counts) -> dict:
 
 def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = GROUP_SIZE,
                     tries: dict[int, tuple[int, int]] | None = None, uncut: dict[int, dict] | None = None,
-                    confidence: dict | None = None, passes: dict | None = None) -> dict:
+                    confidence: dict | None = None, passes: dict | None = None, by_request: bool = True) -> dict:
     """The simulator's form for requests whose acceptance differs (prompts differ in how
     predictable they are): `requests` maps a request to its ((drafted depth, accepted) counts,
     (depth, rank) counts). The requests that drafted, ordered by their tokens per verified step,
@@ -165,13 +165,14 @@ def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = 
     `passes` (request -> Counter of validation.dispersion.signature over the passes that ran it):
     the counts are one realization's noise on top of each request's own rate, which the
     simulator's draws add again; with `passes`, each request's counts are first moved toward the
-    pooled by validation.dispersion.shrunk, and the result records it under `dispersion`. Without,
-    the counts are taken as they are."""
+    pooled by validation.dispersion.shrunk (each by its own factor; by_request=False: one factor
+    for all, as 0.45.0), and the result records it under `dispersion`. Without, the counts are
+    taken as they are."""
     uncut = uncut or {}
     record = None
     if passes is not None:
         from validation.dispersion import shrunk
-        requests, tries, uncut, record = shrunk(requests, passes, tries, uncut)
+        requests, tries, uncut, record = shrunk(requests, passes, tries, uncut, by_request)
     run, logs = None, confidence or {}
     if logs:
         from validation.confidence import group_shape, merged, run_shape

@@ -3,6 +3,7 @@
 engine's report, its acceptance files), the engine not run again.
 
     python -m validation reprice DIR --hardware PROFILE --out OUT [--engine REPORT] [--draws N]
+                                 [--refit {request,common,none}]
 
 For a comparison whose engine ran where device time was short (a lent GPU) and whose profile
 was measured again later, or to see how a change to one figure moves every error. `--engine`
@@ -14,6 +15,12 @@ before 0.44.0 has no per-run p99s; they are read from DIR/engine/runN/report.jso
 run's is kept (with_run_p99). The acceptance files are read from DIR by name (acceptance-<label>.json), wherever the trace
 said they were when the comparison was made, so a comparison made on another machine reprices
 here.
+
+`--refit` fits the acceptance files again, into OUT, from the engine's counts by request that
+the comparison kept (DIR/counts-<label>.json, validation/request_counts.py; compare writes them
+since 0.46.0), with this version's fit: `request` shrinks each request's counts by its own factor
+(validation/dispersion.py, compare's default), `common` by one factor for all (0.45.0), `none`
+not at all. The same engine runs then price every way of fitting, side by side.
 
 Without engine-pooled.json it reads comparisons of one engine run (compare --repeats 1):
 pooling several runs needs their per-request results, which a comparison's directory does not
@@ -32,6 +39,9 @@ from sim.errors import SpecError
 from sim.report import run_tag
 from validation.compare import errors, plot_comparison, simulate
 from validation.pooling import median_present
+from validation.request_counts import read_counts
+
+REFITS = {"request": True, "common": False, "none": None}  # --refit -> RequestCounts.acceptance_doc's by_request
 
 
 def _engine_report(path: Path) -> dict:
@@ -92,11 +102,39 @@ def reprice_doc(compared: Path, hardware: Path) -> dict:
     return doc
 
 
+def refitted(compared: Path, doc: dict, out: Path, how: str) -> dict:
+    """`doc` (a reprice_doc) with each scheme's acceptance fitted again from compared/counts-<label>.json
+    into out/acceptance-<label>.json (`how`: a key of REFITS); SpecError where a scheme with
+    measured acceptance has no counts file."""
+    from sim.spec import load_trace
+
+    path = out / "sim-trace.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    schemes = {s.label: s for s in load_trace(path).speculation}
+    for i, entry in enumerate(doc.get("speculation", [])):
+        if (entry.get("acceptance") or {}).get("measured") is None:
+            continue
+        label = entry.get("label", entry["scheme"])
+        counts_path = compared / f"counts-{label}.json"
+        if not counts_path.is_file():
+            raise SpecError(str(counts_path), "", "no request counts here to refit from (compare keeps "
+                            "them since 0.46.0); reprice without --refit")
+        _, source, counts = read_counts(counts_path)
+        fitted = counts.acceptance_doc(schemes[label], source, REFITS[how])
+        if fitted is None:
+            raise SpecError(str(counts_path), "requests", "no step drafted: nothing to fit")
+        local = out / f"acceptance-{label}.json"
+        local.write_text(json.dumps(fitted))
+        entry["acceptance"] = {"measured": str(local.resolve())}
+    return doc
+
+
 def reprice(compared: Path, hardware: Path, out: Path, engine: Path | None = None, draws: int | None = None,
-            progress: bool = False) -> dict:
+            progress: bool = False, refit: str | None = None) -> dict:
     """The comparison of `compared` priced under profile `hardware` (its errors against the
     engine's report `engine`, default compared/engine-pooled.json, else compared/engine/report.json),
-    written to out/comparison.json."""
+    written to out/comparison.json; `refit` (a key of REFITS): the acceptance fitted again
+    (`refitted`)."""
     pooled = compared / "engine-pooled.json"
     if engine is None and pooled.is_file():
         engine = pooled
@@ -110,6 +148,8 @@ def reprice(compared: Path, hardware: Path, out: Path, engine: Path | None = Non
         engine_report = with_run_p99(engine_report, compared)
     doc = reprice_doc(compared, hardware)
     out.mkdir(parents=True, exist_ok=True)
+    if refit is not None:
+        doc = refitted(compared, doc, out, refit)
     sim_path = out / "sim-trace.yaml"
     sim_path.write_text(yaml.safe_dump(doc, sort_keys=False))
     runs = int(engine_report["runs"][0]["summary"].get("pooled_runs", 1))  # the engine runs pooled
@@ -126,7 +166,8 @@ def reprice(compared: Path, hardware: Path, out: Path, engine: Path | None = Non
         engine_report = {**engine_report, "runs": [{k: v for k, v in r.items() if k != "acceptance"}
                                                    for r in engine_report["runs"]]}
     comparison = errors(engine_report, sim_report)
-    comparison["repriced"] = {"comparison": str(compared), "hardware": str(hardware), "engine": str(engine)}
+    comparison["repriced"] = {"comparison": str(compared), "hardware": str(hardware), "engine": str(engine),
+                              "refit": refit}
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
     plot_comparison(comparison, out / "comparison.png", f"{doc.get('name', compared.name)} (repriced)")
     return comparison
