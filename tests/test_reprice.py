@@ -1,6 +1,7 @@
 """validation.reprice: a stored comparison priced again under another profile, the engine not
 rerun. The same profile gives compare's errors; a dearer profile moves them; the directory can
 move; compare --engine-only leaves it the engine's side; bad input exits 2 naming what is wrong."""
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -168,7 +169,7 @@ def test_bad_input_exits_2_naming_it(compared, tmp_path, capsys, case, where):
 def test_refit_from_the_kept_counts(compared, tmp_path):
     """compare keeps each scheme's counts by request; --refit request fits them as compare did
     (the same file, the same errors); common and none fit them otherwise and say so."""
-    assert (compared / "counts-ngram.json").exists() and not (compared / "counts-none.json").exists()
+    assert (compared / "counts-ngram.json.gz").exists() and not list(compared.glob("counts-none*"))
     got = reprice(compared, PROFILE, tmp_path / "request", refit="request")
     assert json.loads((tmp_path / "request" / "acceptance-ngram.json").read_text()) == \
         json.loads((compared / "acceptance-ngram.json").read_text())
@@ -184,15 +185,20 @@ def test_refit_from_the_kept_counts(compared, tmp_path):
     assert json.loads((tmp_path / "common" / "acceptance-ngram.json").read_text())["dispersion"]["by_request"] is False
 
 
-@pytest.mark.parametrize("case, where", [("missing", "counts-ngram.json"), ("garbled", "requests.0")])
+@pytest.mark.parametrize("case, where", [("missing", "counts-ngram.json.gz"), ("garbled", "requests.0"),
+                                         ("truncated", "counts-ngram.json.gz")])
 def test_refit_without_usable_counts_exits_2_naming_them(compared, tmp_path, capsys, case, where):
     d = tmp_path / "cmp"
     shutil.copytree(compared, d)
+    packed = d / "counts-ngram.json.gz"
     if case == "missing":
-        (d / "counts-ngram.json").unlink()
-    else:
-        doc = json.loads((d / "counts-ngram.json").read_text())
+        packed.unlink()
+    elif case == "truncated":
+        packed.write_bytes(packed.read_bytes()[:40])
+    else:  # unpacked (as 0.46.0's first comparisons wrote them), with a row short of its count
+        doc = json.loads(gzip.decompress(packed.read_bytes()))
         doc["requests"]["0"]["hist"] = [[1, 2]]
+        packed.unlink()
         (d / "counts-ngram.json").write_text(json.dumps(doc))
     rc = main(["reprice", str(d), "--hardware", str(PROFILE), "--out", str(tmp_path / "out"), "--refit", "request"])
     err = capsys.readouterr().err

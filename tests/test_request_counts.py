@@ -1,5 +1,6 @@
 """validation.request_counts: a scheme's measured acceptance by request, kept as a file that
 gives back the same counts and so the same fitted acceptance."""
+import gzip
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -45,8 +46,10 @@ def test_the_file_gives_back_the_counts_and_the_fit(tmp_path, eagle2):
     counts = RequestCounts()
     for shift in (0, 1, 1, 2):
         counts.add(a_pass(shift))
-    path = tmp_path / "counts-eagle.json"
+    write_counts(tmp_path / "counts-eagle.json", counts, "eagle", "a test")
+    path = tmp_path / "counts-eagle.json.gz"  # packed, as compare writes it: the same document
     write_counts(path, counts, "eagle", "a test")
+    assert gzip.decompress(path.read_bytes()).decode() == (tmp_path / "counts-eagle.json").read_text()
     label, source, back = read_counts(path)
     assert (label, source) == ("eagle", "a test")
     assert back.per_request == counts.per_request and back.tries == counts.tries and back.uncut == counts.uncut

@@ -64,7 +64,7 @@ def main(argv=None) -> int:
                          "else DIR/engine/report.json)")
     rp.add_argument("--draws", type=int, default=None, help="the simulator's draws (default 4 for each engine run pooled)")
     rp.add_argument("--refit", choices=("request", "common", "none"), default=None,
-                    help="fit the acceptance again from DIR/counts-<label>.json: each request's counts shrunk by "
+                    help="fit the acceptance again from DIR/counts-<label>.json.gz: each request's counts shrunk by "
                          "its own factor (request, compare's way), by one for all (common), or not (none)")
     for sp in (c, sp_):
         sp.add_argument("--cycles", type=int, default=None,

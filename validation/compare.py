@@ -31,7 +31,7 @@
    add their own noise to: each request's deviation from the pooled is first scaled so that the
    requests' forms spread as their true rates do, each request's by its own factor
    (validation/dispersion.py; the file's `dispersion` records them). The counts themselves are
-   kept too, DIR/counts-<label>.json (validation/request_counts.py), for `reprice --refit`.
+   kept too, DIR/counts-<label>.json.gz (validation/request_counts.py), for `reprice --refit`.
    They are measured over the steps that drafted. A sequence-step that could draft (depth above
    0, more than one token left) and did not (no prompt-lookup match) gives prompt lookup its
    measured `match` rate instead, the probability with which the simulator's sequences draft:
@@ -124,7 +124,7 @@ from validation.draft_kinds import kind_line, ratio_by_kind
 from validation.host_speed import engine_pairs, relative_speeds, run_speeds, timed_ticks, weighted_mean
 from validation.measure import histogram_distance
 from validation.pooling import figure_noise, group_percentiles, pool_runs, profile_spread, rotated, run_spread
-from validation.request_counts import RequestCounts, write_counts
+from validation.request_counts import COUNTS_NAMES, RequestCounts, write_counts
 from validation.scaling import batch_scaling
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -283,7 +283,7 @@ def compare(trace_path: Path, out: Path, hardware: Path | None = None, progress:
             path = out / f"acceptance-{label}.json"
             path.write_text(json.dumps(doc))
             measured[label] = path
-            write_counts(out / f"counts-{label}.json", counts, label, source)  # what reprice --refit reads
+            write_counts(out / COUNTS_NAMES[0].format(label), counts, label, source)  # what reprice --refit reads
     sim_path = out / "sim-trace.yaml"
     totals = {label: counts.totals() for label, counts in measured_counts.items()}
     matches = {label: round(d / n, 4) for label, (n, d) in totals.items() if n and d}

@@ -17,7 +17,7 @@ said they were when the comparison was made, so a comparison made on another mac
 here.
 
 `--refit` fits the acceptance files again, into OUT, from the engine's counts by request that
-the comparison kept (DIR/counts-<label>.json, validation/request_counts.py; compare writes them
+the comparison kept (DIR/counts-<label>.json.gz, validation/request_counts.py; compare writes them
 since 0.46.0), with this version's fit: `request` shrinks each request's counts by its own factor
 (validation/dispersion.py, compare's default), `common` by one factor for all (0.45.0), `none`
 not at all. The same engine runs then price every way of fitting, side by side.
@@ -39,7 +39,7 @@ from sim.errors import SpecError
 from sim.report import run_tag
 from validation.compare import errors, plot_comparison, simulate
 from validation.pooling import median_present
-from validation.request_counts import read_counts
+from validation.request_counts import COUNTS_NAMES, counts_path, read_counts
 
 REFITS = {"request": True, "common": False, "none": None}  # --refit -> RequestCounts.acceptance_doc's by_request
 
@@ -103,8 +103,8 @@ def reprice_doc(compared: Path, hardware: Path) -> dict:
 
 
 def refitted(compared: Path, doc: dict, out: Path, how: str) -> dict:
-    """`doc` (a reprice_doc) with each scheme's acceptance fitted again from compared/counts-<label>.json
-    into out/acceptance-<label>.json (`how`: a key of REFITS); SpecError where a scheme with
+    """`doc` (a reprice_doc) with each scheme's acceptance fitted again from its counts file in `compared`
+    (compared/counts-<label>.json.gz, or unpacked) into out/acceptance-<label>.json (`how`: a key of REFITS); SpecError where a scheme with
     measured acceptance has no counts file."""
     from sim.spec import load_trace
 
@@ -115,14 +115,14 @@ def refitted(compared: Path, doc: dict, out: Path, how: str) -> dict:
         if (entry.get("acceptance") or {}).get("measured") is None:
             continue
         label = entry.get("label", entry["scheme"])
-        counts_path = compared / f"counts-{label}.json"
-        if not counts_path.is_file():
-            raise SpecError(str(counts_path), "", "no request counts here to refit from (compare keeps "
-                            "them since 0.46.0); reprice without --refit")
-        _, source, counts = read_counts(counts_path)
+        found = counts_path(compared, label)
+        if found is None:
+            raise SpecError(str(compared / COUNTS_NAMES[0].format(label)), "", "no request counts here to refit "
+                            "from (compare keeps them since 0.46.0); reprice without --refit")
+        _, source, counts = read_counts(found)
         fitted = counts.acceptance_doc(schemes[label], source, REFITS[how])
         if fitted is None:
-            raise SpecError(str(counts_path), "requests", "no step drafted: nothing to fit")
+            raise SpecError(str(found), "requests", "no step drafted: nothing to fit")
         local = out / f"acceptance-{label}.json"
         local.write_text(json.dumps(fitted))
         entry["acceptance"] = {"measured": str(local.resolve())}

@@ -1,8 +1,9 @@
 """One scheme's acceptance as the engine measured it, request by request, pooled over the passes
 of a comparison: what `python -m validation compare` fits the simulator's acceptance file to,
-kept beside it (counts-<label>.json) so `python -m validation reprice DIR --refit` can fit it
-again with another version's fit, or another shrink (validation/dispersion.py), the engine not
-run again.
+kept beside it (counts-<label>.json.gz, gzip: EAGLE-2's confidence record is about 3 MB of
+JSON a comparison, 0.2 MB packed) so `python -m validation reprice DIR --refit` can fit it again
+with another version's fit, or another shrink (validation/dispersion.py), the engine not run
+again. `read_counts` reads it packed or not (a name ending .gz is packed).
 
 The file (since 0.46.0):
 
@@ -17,6 +18,7 @@ The file (since 0.46.0):
 """
 from __future__ import annotations
 
+import gzip
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -100,16 +102,29 @@ def _counts(rows, where: str) -> dict:
     return {(int(a), int(b)): n for a, b, n in rows}
 
 
+COUNTS_NAMES = ("counts-{}.json.gz", "counts-{}.json")  # what compare writes; unpacked, as 0.46.0's first runs did
+
+
+def counts_path(folder: Path, label: str) -> Path | None:
+    """The counts file of scheme `label` in a comparison's folder, packed or not; None where none."""
+    return next((folder / n.format(label) for n in COUNTS_NAMES if (folder / n.format(label)).is_file()), None)
+
+
 def write_counts(path: Path, counts: RequestCounts, label: str, source: str) -> None:
-    path.write_text(json.dumps(counts.to_json(label, source)))
+    """The counts file, packed where `path` ends .gz."""
+    text = json.dumps(counts.to_json(label, source))
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(text.encode(), mtime=0))
+    else:
+        path.write_text(text)
 
 
 def read_counts(path: Path) -> tuple[str, str, RequestCounts]:
     """(label, source, counts) from a counts file; SpecError naming the file and key where it
     is not one."""
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        doc = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
+    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(str(path), "", f"cannot read the request counts: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("requests"), dict) or not isinstance(doc.get("scheme"), str):
         raise SpecError(str(path), "", "expected {scheme, source, requests: {id: counts}} "
