@@ -19,8 +19,8 @@ pooled rate is scaled by lambda = sqrt(T / V), so the forms spread by T and the 
 add S back. A request keeps its place in the order; the pooled mean is kept.
 
 The counts are shrunk, not the forms: request i's counts become lambda x its own plus
-(1 - lambda) x its units' share of the pooled counts, which scales the deviation of its counts'
-tokens per step by exactly lambda; the forms fitted to them (chain rates, tree ranks, EAGLE-2's
+(1 - lambda) x its units' worth of the pooled counts (with a factor per request, the target
+below), which scales the deviation of its counts' tokens per step by exactly lambda; the forms fitted to them (chain rates, tree ranks, EAGLE-2's
 confidence) follow, the tree's and EAGLE-2's nearly (their tokens per step is not linear in them).
 
 One factor for all of a scheme's requests (0.45.0, `by_request=False`) shrinks the slowest as much
@@ -29,7 +29,8 @@ smallest: in 0.45.0's comparisons at concurrency 32, where a closed batch lasts 
 slowest slots, the simulator's slowest request took 1-4 steps fewer than the engine's in 7 of 8
 schemes. Since 0.46.0 each request takes its own factor, lambda_i = sqrt(T / (T + s_i^2 / n_i)):
 its measured deviation's expected square is T + s_i^2 / n_i, so the shrunk one's is T, each
-request's alone (s_i^2 read with one more unit at the requests' mean variance, `request_factors`) (validation/results/cpu-epyc-zen3/0.45.0/lambda_by_request.txt: 0.97-0.98 for
+request's alone (s_i^2 read with one more unit at the requests' mean variance:
+`request_factors`; validation/results/cpu-epyc-zen3/0.45.0/lambda_by_request.txt: 0.97-0.98 for
 prompt lookup's slowest requests against a common 0.92). The factors differ, so the requests are
 moved toward the pooled counts weighted by what each gives up, sum (1 - lambda_j) c_j over
 sum (1 - lambda_j) u_j a unit: the pooled counts are kept exactly, and with equal factors this is
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-
 
 
 def signature(hist: dict, tries: tuple[int, int] | None = None) -> tuple:
