@@ -1,24 +1,16 @@
 """validation.request_counts: a scheme's measured acceptance by request, kept as a file that
 gives back the same counts and so the same fitted acceptance."""
 import gzip
-from pathlib import Path
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
 from engine.confidence_log import ConfidenceLog
 from sim.errors import SpecError
-from sim.spec import load_trace
 from validation.request_counts import RequestCounts, read_counts, write_counts
 
-ROOT = Path(__file__).resolve().parents[1]
 CHAIN = SimpleNamespace(name="eagle", tree_nodes=None)
-
-
-@pytest.fixture(scope="module")
-def eagle2():
-    """The shipped trace's EAGLE-2 scheme (top-8 of 8 candidates, a head over 4096 tokens)."""
-    return next(s for s in load_trace(ROOT / "traces" / "family-schemes.yaml").speculation if s.name == "eagle2")
 
 
 def a_pass(shift: int) -> SimpleNamespace:
@@ -42,7 +34,7 @@ def test_passes_add_up_and_repeats_count_as_one_realization():
     assert counts.confidence[0].top1[0] == 6 and 3 not in counts.confidence
 
 
-def test_the_file_gives_back_the_counts_and_the_fit(tmp_path, eagle2):
+def test_the_file_gives_back_the_counts_and_the_fit(tmp_path):
     counts = RequestCounts()
     for shift in (0, 1, 1, 2):
         counts.add(a_pass(shift))
@@ -54,11 +46,13 @@ def test_the_file_gives_back_the_counts_and_the_fit(tmp_path, eagle2):
     assert (label, source) == ("eagle", "a test")
     assert back.per_request == counts.per_request and back.tries == counts.tries and back.uncut == counts.uncut
     assert {i: sorted(c.values()) for i, c in back.passes.items()} == {i: sorted(c.values()) for i, c in counts.passes.items()}
-    assert back.confidence[1].picks == counts.confidence[1].picks and back.confidence[1].top1 == counts.confidence[1].top1
+    assert back.confidence == counts.confidence and back.confidence[1].picks  # EAGLE-2's record, field by field
+    # fitted as a chain, the record aside (an EAGLE-2 fit takes 13 s a group)
+    back, counts = replace(back, confidence={}), replace(counts, confidence={})
     for how in (True, False, None):
-        assert back.acceptance_doc(eagle2, "a test", how) == counts.acceptance_doc(eagle2, "a test", how)
-    assert counts.acceptance_doc(eagle2, "x")["dispersion"]["by_request"] is True
-    assert "dispersion" not in counts.acceptance_doc(eagle2, "x", None)
+        assert back.acceptance_doc(CHAIN, "a test", how) == counts.acceptance_doc(CHAIN, "a test", how)
+    assert counts.acceptance_doc(CHAIN, "x")["dispersion"]["by_request"] is True
+    assert "dispersion" not in counts.acceptance_doc(CHAIN, "x", None)
 
 
 def test_no_drafted_step_fits_nothing():
