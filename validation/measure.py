@@ -180,10 +180,12 @@ def grouped_profile(scheme, requests: dict[int, tuple[dict, dict]], size: int = 
 
     def shape(ids) -> dict | None:
         return group_shape(merged(logs[i] for i in ids if i in logs), run) if run else None
+    # ordered by tokens per unit to 9 places, then by id: equal counts summed in another order
+    # (shrunk counts read back from a counts file) differ in the last bits, not in their place
     if tries is None:
-        order = sorted((mean_tokens(h), rid) for rid, (h, _) in requests.items() if h)
+        order = sorted((round(mean_tokens(h), 9), rid) for rid, (h, _) in requests.items() if h)
     else:
-        order = sorted((tokens_per_try(requests.get(rid, ({}, {}))[0], n, d), rid)
+        order = sorted((round(tokens_per_try(requests.get(rid, ({}, {}))[0], n, d), 9), rid)
                        for rid, (n, d) in tries.items() if n)
     groups = min(len(order) // max(1, size), MAX_COMPONENTS)
 
