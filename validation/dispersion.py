@@ -147,10 +147,10 @@ def shrunk(requests: dict[int, tuple[dict, dict]], passes: dict[int, Counter],
     record = {"shrink": round(sum(lam[i] for i in kept) / len(kept), 4) if kept else 1.0,
               "spread": round(spread, 6), "noise": round(noise, 6), "by_request": by_request,
               "factors": {str(i): round(lam[i], 4) for i in kept}}
-    given = sum((1.0 - lam[i]) * units[i] for i in kept)  # the units the factors give up
+    weight = {i: 1.0 - lam[i] for i in kept}
+    given = sum(weight[i] * units[i] for i in kept)  # the units the factors give up
     if given <= 0:
         return requests, tries, uncut, record
-    weight = {i: 1.0 - lam[i] for i in kept}
     target_h = weighted(((requests.get(i, ({}, {}))[0], weight[i]) for i in kept), given)
     target_r = weighted(((requests.get(i, ({}, {}))[1], weight[i]) for i in kept), given)
     target_u = weighted(((uncut.get(i, {}), weight[i]) for i in kept), given)

@@ -103,15 +103,15 @@ def reprice_doc(compared: Path, hardware: Path) -> dict:
 
 
 def refitted(compared: Path, doc: dict, out: Path, how: str) -> dict:
-    """`doc` (a reprice_doc) with each scheme's acceptance fitted again from its counts file in `compared`
-    (compared/counts-<label>.json.gz, or unpacked) into out/acceptance-<label>.json (`how`: a key of REFITS); SpecError where a scheme with
-    measured acceptance has no counts file."""
+    """`doc` (a reprice_doc) with each scheme's acceptance fitted again from its counts file in
+    `compared` (counts-<label>.json.gz, or unpacked) into out/acceptance-<label>.json (`how`: a
+    key of REFITS); SpecError where a scheme with measured acceptance has no counts file."""
     from sim.spec import load_trace
 
     path = out / "sim-trace.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     schemes = {s.label: s for s in load_trace(path).speculation}
-    for i, entry in enumerate(doc.get("speculation", [])):
+    for entry in doc.get("speculation", []):
         if (entry.get("acceptance") or {}).get("measured") is None:
             continue
         label = entry.get("label", entry["scheme"])
