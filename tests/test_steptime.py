@@ -36,3 +36,33 @@ def test_calls_run_until_both_bounds_are_met(monkeypatch):
     calls.clear()
     mean_time(call, "cpu", 3, min_s=0.001)  # the count bound is the larger
     assert len(calls) - 1 == 3
+
+
+def test_a_mixed_point_prices_half_verifying_half_decoding_as_the_scheduler_would():
+    """A mixed point's work, by hand: two of four sequences verify a 4-chain after 128 tokens of
+    context (1 + 4 query tokens each: 128 + 1 + 4 x 129 + (1+2+3+4) = 655 pairs), two decode one
+    token (129 pairs); only the verifying two take the fused path, and the pass is mixed."""
+    from sim import trees as T
+    from validation.steptime import work_of
+    p = {"kind": "mixed4", "batch": 4, "context": 128, "q": 1, "tree": T.chain(4), "drafting": 2}
+    w = work_of(p)
+    assert (w.tokens, w.seqs, w.pairs, w.kv_read, w.lm_tokens) == (12, 4, 2 * 655 + 2 * 129, 4 * 129, 12)
+    assert (w.mixed, w.multi_tokens, w.multi_kv) == (1, 10, 2 * 133)
+    uniform = work_of({**p, "kind": "chain4", "drafting": 4})
+    assert (uniform.pairs, uniform.mixed, uniform.multi_tokens) == (4 * 655, 0, 20)
+
+
+def test_the_grid_has_mixed_points_and_each_runs_in_the_engine_with_its_priced_tokens():
+    from engine.model import Model
+    from validation.calibrate import context_model
+    from validation.steptime import grid, point_call, work_of
+    for quick in (True, False):
+        mixed = [p for p in grid(quick) if p["kind"].startswith("mixed")]
+        assert mixed and all(0 < p["drafting"] < p["batch"] and work_of(p).mixed == 1 for p in mixed)
+        assert all(work_of(p).mixed == 0 for p in grid(quick) if not p["kind"].startswith("mixed"))
+    spec = context_model("tiny")
+    model = Model.random(spec, seed=0)
+    p = next(p for p in grid(True) if p["kind"].startswith("mixed"))
+    hidden, logits = point_call(model, p, "cpu")()
+    w = work_of(p)
+    assert hidden.shape[0] == w.tokens and logits.shape[0] == w.lm_tokens

@@ -7,7 +7,10 @@ prediction of each point from a measured hardware profile alone.
 
 Grid (per model): decode (1 query token), chain verify K = 1..6 (K+1 tokens), tree verify of 16,
 32 and 63 nodes (an EAGLE-like tree: top-4 at depth 1, then each level expanding its first
-nodes), and prefill chunks, at several batch sizes and contexts. The grid is timed in `rounds`
+nodes), mixed passes (since 0.47.0: half the sequences verify a chain of MIXED_DEPTH, the rest
+decode, as prompt lookup's passes do when some sequences found no match; Work.mixed), and
+prefill chunks, at several batch sizes and contexts. A point's work is what the simulator's
+scheduler gives the same batch (sim.scheduler.Batch.work). The grid is timed in `rounds`
 passes (alternately forwards and backwards). In each pass a point's `Model.forward` calls (after
 one warm-up call) run for at least `repeats` calls and `sample_s` seconds (one call of a 7.7 ms
 point varies by 35-41% on this host, a mean of 20 calls by 19-26%): its pass's sample is their
@@ -30,7 +33,7 @@ hardware as it serves that model alone (`HardwareSpec.for_weights`: the warm mat
 curves where its weights fit the last-level cache, as the family's do and the Llama shape's not).
 
 `--fit` tunes eta_compute, eta_memory, eta_kv, eta_attn, launch_us, pass_overhead_us,
-multi_query_us, batch_query_us, elementwise_ns (the measured kv_sizes, kv_sizes_warm or
+multi_query_us, batch_query_us, mixed_query_us, elementwise_ns (the measured kv_sizes, kv_sizes_warm or
 elementwise_sizes curves scaled with their figure) and (without measured gemm_rows curves) gemm_half_rows on the even-numbered points (coordinate descent
 on the median absolute log error) and reports the error on the odd ones.
 Writes DIR/steptime.json (every point, the error distribution, the fit), DIR/steptime.png and,
@@ -53,6 +56,7 @@ import torch  # noqa: E402
 from sim import trees as T  # noqa: E402
 from sim.cost import ForwardCost, Work  # noqa: E402
 from sim.models import model_from_node  # noqa: E402
+from sim.scheduler import Batch  # noqa: E402
 from sim.specio import Node  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +65,7 @@ MODELS = {
     "cpu": [("llama-3.2-1b", {"layers": 2, "vocab": 32768}), ("tiny", {})],
     "gpu": [("llama-3.1-8b", {"layers": 4}), ("tiny", {})],
 }
+MIXED_DEPTH = 4  # the chain the mixed points' drafting half verifies (prompt lookup's k in the family's traces)
 
 
 def eagle_tree(nodes: int) -> tuple[int, ...]:
@@ -79,47 +84,55 @@ def eagle_tree(nodes: int) -> tuple[int, ...]:
 
 
 def grid(quick: bool) -> list[dict]:
-    """Points: kind, batch, context, query tokens per sequence (q), drafted tree (parents)."""
+    """Points: kind, batch, context, query tokens per sequence (q), drafted tree (parents) and
+    how many of the batch's sequences verify it (`drafting`; the rest decode one token)."""
     pts = []
     batches, contexts = ((1, 4), (128, 1024)) if quick else ((1, 4, 16), (128, 512, 2048))
     for B in batches:
         for ctx in contexts:
-            pts.append({"kind": "decode", "batch": B, "context": ctx, "q": 1, "tree": ()})
+            pts.append({"kind": "decode", "batch": B, "context": ctx, "q": 1, "tree": (), "drafting": 0})
             for K in ((2, 5) if quick else range(1, 7)):
-                pts.append({"kind": f"chain{K}", "batch": B, "context": ctx, "q": 1, "tree": T.chain(K)})
+                pts.append({"kind": f"chain{K}", "batch": B, "context": ctx, "q": 1, "tree": T.chain(K), "drafting": B})
             for n in ((16,) if quick else (16, 32, 63)):
                 if B * n <= 512:
-                    pts.append({"kind": f"tree{n}", "batch": B, "context": ctx, "q": 1, "tree": eagle_tree(n)})
+                    pts.append({"kind": f"tree{n}", "batch": B, "context": ctx, "q": 1, "tree": eagle_tree(n),
+                                "drafting": B})
+            if B > 1:  # half verify a chain, half decode: prompt lookup's passes (some sequences found no match)
+                pts.append({"kind": f"mixed{MIXED_DEPTH}", "batch": B, "context": ctx, "q": 1,
+                            "tree": T.chain(MIXED_DEPTH), "drafting": B // 2})
     for chunk in ((128,) if quick else (64, 256, 512)):
-        pts.append({"kind": f"prefill{chunk}", "batch": 1, "context": 0, "q": chunk, "tree": ()})
-        pts.append({"kind": f"prefill{chunk}", "batch": 1, "context": 512, "q": chunk, "tree": ()})
+        pts.append({"kind": f"prefill{chunk}", "batch": 1, "context": 0, "q": chunk, "tree": (), "drafting": 0})
+        pts.append({"kind": f"prefill{chunk}", "batch": 1, "context": 512, "q": chunk, "tree": (), "drafting": 0})
     return pts
 
 
+def layout(p: dict) -> list[tuple]:
+    """Each sequence's drafted tree: the first `drafting` verify the point's tree, the rest none."""
+    return [tuple(p["tree"]) if b < p["drafting"] else () for b in range(p["batch"])]
+
+
 def work_of(p: dict) -> Work:
-    """As sim.scheduler.Batch.aggregates: every sequence samples (logits for the last query token
-    and every node)."""
-    B, ctx, q, tree = p["batch"], p["context"], p["q"], p["tree"]
-    t = len(tree)
-    pairs = q * ctx + q * (q + 1) // 2 + (t * (ctx + q) + sum(T.depths(tree)) if t else 0)
-    return Work(tokens=B * (q + t), seqs=B, pairs=B * pairs, kv_read=B * (ctx + q), lm_tokens=B * (1 + t),
-                **({"multi_tokens": B * (q + t), "multi_kv": B * (ctx + q + t)} if q + t > 1 else {}))
+    """The point's batch as the simulator's scheduler prices it (sim.scheduler.Batch.work): every
+    sequence samples (logits for the last query token and every node)."""
+    B = p["batch"]
+    return Batch(seqs=[None] * B, query=[p["q"]] * B, trees=layout(p), plans=[None] * B, samples=[True] * B,
+                 decode=[True] * B, context=[p["context"]] * B).work()
 
 
 def point_call(model, p: dict, device: str):
     """The call that runs point p's batch through `model.forward` (its KV cache and batch built once)."""
     from engine.kv_cache import KVCache
     from engine.model import SeqQuery, StepBatch
-    B, ctx, q, tree = p["batch"], p["context"], p["q"], p["tree"]
-    per = ctx + q + len(tree)
+    B, ctx, q = p["batch"], p["context"], p["q"]
+    per = ctx + q + len(p["tree"])
     cache = KVCache(model.spec, -(-(B * per) // 16) + 1, 16, device, model.dtype)
     g = torch.Generator().manual_seed(0)
     seqs = []
-    for b in range(B):
+    for b, tree in enumerate(layout(p)):
         base = b * per
         toks = torch.randint(0, model.spec.vocab, (q + len(tree),), generator=g).tolist()
         seqs.append(SeqQuery(tokens=toks[:q], ctx=ctx, index=list(range(base, base + ctx + q)), nodes=toks[q:],
-                             parents=tree, spec_slots=list(range(base + ctx + q, base + per))))
+                             parents=tree, spec_slots=list(range(base + ctx + q, base + ctx + q + len(tree)))))
     step = StepBatch.pack(seqs, device)
     return lambda: model.forward(step, cache)
 
@@ -156,7 +169,7 @@ def summary(errs: list[float]) -> dict:
 
 
 FIT = ("eta_compute", "eta_memory", "eta_kv", "eta_attn", "launch_s", "gemm_half_rows", "pass_overhead_s",
-       "multi_query_s", "batch_query_s", "elementwise_s")
+       "multi_query_s", "batch_query_s", "mixed_query_s", "elementwise_s")
 # fitted figure -> the measured curves it scales
 CURVES = {"eta_kv": ("kv_sizes", "kv_sizes_warm"), "elementwise_s": ("elementwise_sizes",)}
 SAMPLE_S = 0.06  # a point's calls per pass run for at least this long
@@ -277,7 +290,7 @@ def _plot(points: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(5.5, 5))
-    for kind, marker in (("decode", "o"), ("chain", "s"), ("tree", "^"), ("prefill", "D")):
+    for kind, marker in (("decode", "o"), ("chain", "s"), ("tree", "^"), ("mixed", "v"), ("prefill", "D")):
         sel = [p for p in points if p["kind"].startswith(kind)]
         if sel:
             ax.scatter([p["measured"] * 1e3 for p in sel], [p["predicted"] * 1e3 for p in sel], label=kind,
