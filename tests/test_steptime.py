@@ -50,6 +50,8 @@ def test_a_mixed_point_prices_half_verifying_half_decoding_as_the_scheduler_woul
     assert (w.mixed, w.multi_tokens, w.multi_kv) == (1, 10, 2 * 133)
     uniform = work_of({**p, "kind": "chain4", "drafting": 4})
     assert (uniform.pairs, uniform.mixed, uniform.multi_tokens) == (4 * 655, 0, 20)
+    old = {k: v for k, v in p.items() if k != "drafting"}  # a point from a grid before 0.47.0
+    assert work_of(old) == uniform
 
 
 def test_the_grid_has_mixed_points_and_each_runs_in_the_engine_with_its_priced_tokens():

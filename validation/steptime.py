@@ -107,8 +107,10 @@ def grid(quick: bool) -> list[dict]:
 
 
 def layout(p: dict) -> list[tuple]:
-    """Each sequence's drafted tree: the first `drafting` verify the point's tree, the rest none."""
-    return [tuple(p["tree"]) if b < p["drafting"] else () for b in range(p["batch"])]
+    """Each sequence's drafted tree: the first `drafting` verify the point's tree, the rest none
+    (a point without `drafting`, as grids before 0.47.0 wrote them: every sequence verifies)."""
+    drafting = p.get("drafting", p["batch"])
+    return [tuple(p["tree"]) if b < drafting else () for b in range(p["batch"])]
 
 
 def work_of(p: dict) -> Work:
