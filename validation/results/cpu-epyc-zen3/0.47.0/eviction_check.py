@@ -32,7 +32,7 @@ for p in d["points"]:
     spec = specs[p["model"]]
     if spec.weight_bytes > hw.cache_bytes:
         continue
-    p = {"drafting": p["batch"], **p, "tree": tuple(p["tree"])}  # grids before 0.47.0 name no drafting
+    p = {**p, "tree": tuple(p["tree"])}  # a grid before 0.47.0 names no drafting: all verify (steptime.layout)
     w = work_of(p)
     kv_total = spec.layers * spec.kv_elems_per_token_layer * spec.bytes_per_kv * (w.kv_read + w.tokens)
     warm_hw = replace(hw.for_weights(spec.weight_bytes), logit_s=0.0)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from sim.hardware import hardware_from_node  # noqa: E402
 from sim.specio import Node  # noqa: E402
 from validation.calibrate import context_model  # noqa: E402
 from validation.steptime import bare_forward, point_call, work_of  # noqa: E402
+from validation.timing import mean_time  # noqa: E402
 
 CONTEXT, SHARES = 160, (0, 0.25, 0.5, 0.75, 1)
 
@@ -38,12 +38,7 @@ def main(profile: str, rounds: int) -> None:
     samples = [[] for _ in points]
     for r in range(rounds):  # alternately forwards and backwards, each sample at least 0.25 s of calls
         for i in (range(len(points)) if r % 2 == 0 else reversed(range(len(points)))):
-            calls[i]()
-            t0, n = time.perf_counter(), 0
-            while n < 5 or time.perf_counter() - t0 < 0.25:
-                calls[i]()
-                n += 1
-            samples[i].append((time.perf_counter() - t0) / n)
+            samples[i].append(mean_time(calls[i], "cpu", 5, min_s=0.25))
     for p, s in zip(points, samples):
         m, price = statistics.mean(s), bare_forward(spec, hw, work_of(p))
         print(f"B={p['batch']:2d} verifying {p['drafting']:2d}: engine {m * 1e3:7.3f} ms  price {price * 1e3:7.3f} ms"
