@@ -225,6 +225,21 @@ def test_reference_paths_match(opts):
     torch.testing.assert_close(other, full, atol=1e-6, rtol=1e-6)
 
 
+def test_group_calls_sized_by_their_query_rows(monkeypatch):
+    """A group call holds as many sequences as their gathered K/V and scores allow at the
+    group's most query rows (not at group_max's), and the outputs match one call for all."""
+    import kernels.attention as A
+    case = make_case([("chain", 20, 2)] * 8, n_heads=4, n_kv=2, d=8, dtype=torch.float32, seed=3)
+    L_all = case.args[3].shape[1]
+    per_seq = L_all * (2 * 2 * 8 + 4 * 3)  # K and V of 2 KV heads, scores of 4 heads x 3 rows
+    calls = []
+    real = A._attend_group
+    monkeypatch.setattr(A, "_attend_group", lambda *a: calls.append(len(a[-1])) or real(*a))
+    out = paged_attention_ref(*case.args, max_elems=4 * per_seq)
+    assert calls == [4, 4]
+    torch.testing.assert_close(out, paged_attention_ref(*case.args, max_elems=1 << 30), atol=1e-6, rtol=1e-6)
+
+
 def test_tree_with_chain_parents_is_causal():
     """A tree whose nodes form one chain sees exactly what causal attention sees."""
     c = make_case([("tree", 6, [-1, 0, 1, 2])], n_heads=2, n_kv=1, d=8, dtype=torch.float32, seed=1)
