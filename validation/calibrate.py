@@ -367,7 +367,10 @@ class Calibration:
             else kv_gather_bytes() / t[kv_key("kv", KV_SEQS, KV_CONTEXT)]
         # the attention probes' 16 MiB of keys stay in the cache between their calls: beside the
         # gather at its warm rate where measured
-        gather_bw = out["kv_sizes_warm"][KV_MIDDLE][1] * out["stream_bw"] if out["kv_sizes_warm"] else out["kv_gather_bw"]
+        # (their keys in the family's narrow rows: at that curve's rate where measured, since 0.48.0;
+        # at the wide rows' the rest per key had read 34-38 ns against 9-19)
+        warm = out["kv_sizes_narrow_warm"] or out["kv_sizes_warm"]
+        gather_bw = warm[KV_MIDDLE][1] * out["stream_bw"] if warm else out["kv_gather_bw"]
         out["eta_attn"], out["fused_query_s"], out["fused_key_s"] = attention_figures(t, gather_bw, peak) \
             if self.serial else (1.0, 0.0, 0.0)
         out["attn_dense"] = self.serial
