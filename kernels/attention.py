@@ -66,9 +66,9 @@ def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tr
     enough for the host allocator to reuse: at 2^22 floats a Llama-like decode of 16 sequences
     after 2,048 keys ran 3-4x faster in the processes where 2^25's 64 MiB gathers were mapped
     afresh and page-faulted on every call (bench/bench_attention_chunks.py). It is not the
-    default because it splits the calibration's 64-query attention probes into several calls,
-    which its fit (validation.probes.attention_figures) read as twice the time per key
-    (validation/results/cpu-epyc-zen3/0.48.0/steptime-chunks.txt)."""
+    default: the step-time grid's forwards, each point's calls in one process, read within noise
+    of 2^25's, and the grid's errors no closer (validation/results/cpu-epyc-zen3/0.48.0/
+    steptime-chunks.txt)."""
     N, H, D = q.shape
     out = torch.empty((N, H, D), dtype=q.dtype, device=q.device)
     if N == 0:

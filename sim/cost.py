@@ -106,10 +106,6 @@ class ForwardCost:
         self.kv_curve = _size_table(hw.kv_sizes)
         self.kv_warm = _size_table(hw.kv_sizes_warm) if hw.resident_bytes else None
         self.kv_room = (hw.cache_bytes - hw.resident_bytes) / max(1, model.layers)
-        # and the same in narrow rows (hardware.kv_sizes_narrow), weighed by this model's rows
-        self.kv_narrow = narrow_share(hw, kv_row_bytes(model, tp))
-        self.kv_curve_narrow = _size_table(hw.kv_sizes_narrow) if self.kv_narrow else None
-        self.kv_warm_narrow = _size_table(hw.kv_sizes_narrow_warm) if self.kv_narrow and hw.resident_bytes else None
         # 0 where the warm matmul curves price the products (the weights sit in the last-level
         # cache: those curves were timed with the weights read from there, so streaming them at
         # the memory roof would charge them twice), else 1
@@ -218,18 +214,11 @@ class ForwardCost:
         where there is one, else at eta_kv."""
         if self.kv_curve is None:
             return b_kv / self.kv_bw
-        per_byte = 1.0 / self._kv_eta(b_kv, self.kv_curve, self.kv_warm)
-        if self.kv_narrow:  # rows narrower than the curve's: between it and the narrow rows' (narrow_share)
-            per_byte = (1.0 - self.kv_narrow) * per_byte \
-                + self.kv_narrow / self._kv_eta(b_kv, self.kv_curve_narrow, self.kv_warm_narrow)
-        t = b_kv * per_byte / self.bw
+        eta = _log_interp(b_kv, *self.kv_curve)
+        if self.kv_warm is not None:
+            eta = np.where(b_kv <= self.kv_room, _log_interp(b_kv, *self.kv_warm), eta)
+        t = b_kv / (self.bw * eta)
         return t if isinstance(b_kv, np.ndarray) else float(t)
-
-    def _kv_eta(self, b_kv, cold, warm):
-        """eta_kv of a layer's gather of b_kv bytes on a cold curve, or its warm one while the
-        gather fits beside the cached weights (kv_room)."""
-        eta = _log_interp(b_kv, *cold)
-        return eta if warm is None else np.where(b_kv <= self.kv_room, _log_interp(b_kv, *warm), eta)
 
     def query_host(self, tokens, seqs, mixed=0):
         """Host time of a pass in which some sequence has several query tokens (tokens > seqs),
@@ -290,22 +279,6 @@ class ForwardCost:
             flops, nbytes = flops + f_lm, nbytes + b_lm
             c_sum, m_sum = c_sum + c_lm, m_sum + m_lm
         return t, flops, nbytes, c_sum, m_sum
-
-
-def kv_row_bytes(m: ModelSpec, tp: int = 1) -> float:
-    """Bytes of one row a gather copies: one token's K or V in one layer (its latent under MLA)."""
-    return m.kv_elems_per_token_layer * m.bytes_per_kv / tp / (1 if m.attention == "mla" else 2)
-
-
-def narrow_share(hw: HardwareSpec, row: float) -> float:
-    """How far a gather of `row`-byte rows reads toward hardware.kv_sizes_narrow from kv_sizes:
-    linear in 1 / row between their widths (a copy's time per byte is a part per byte plus a
-    part per row), 0 at kv_row_bytes and wider, 1 at kv_narrow_row_bytes and narrower; 0
-    without a narrow curve."""
-    if not hw.kv_sizes_narrow:
-        return 0.0
-    wide, narrow = hw.kv_row_bytes, hw.kv_narrow_row_bytes
-    return min(1.0, max(0.0, (1.0 / row - 1.0 / wide) / (1.0 / narrow - 1.0 / wide)))
 
 
 def elementwise_elems(m: ModelSpec) -> tuple[float, float]:

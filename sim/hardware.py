@@ -80,17 +80,6 @@ class HardwareSpec:
     # family's decode of 16 sequences at 2,048 keys, 32 MiB a layer, gathered at 4.8 GB/s warm
     # against 2.8 cold); empty: kv_sizes at every size
     kv_sizes_warm: tuple = ()
-    # the row widths these curves were gathered at, and the same two curves gathered in narrower
-    # rows (kv_narrow_row_bytes, a K or V row of one token in one layer): a gather's time per byte
-    # also pays per row, so a model whose rows are narrower than kv_row_bytes reads at a rate
-    # between the two, linear in 1 / row width (held beyond the widths measured). On a 2-core EPYC
-    # VM 512-byte rows read 1.2-2x the time per byte of 2 KiB ones at 8-32 MiB a call, the same at
-    # 0.5-2 MiB (validation/results/cpu-epyc-zen3/0.48.0/gather_geometry.txt). 0 or empty: every
-    # model at kv_sizes (kv_sizes_warm)
-    kv_row_bytes: float = 0.0
-    kv_narrow_row_bytes: float = 0.0
-    kv_sizes_narrow: tuple = ()
-    kv_sizes_narrow_warm: tuple = ()
     # products of weights used again within a speculative step, over the warm curves' price at
     # that many rows: ((rows, first, later_layer, later_lm), ...), rows ascending (interpolated,
     # held beyond the ends): a drafter's first pass's LM head where it is the target's (used right
@@ -271,12 +260,8 @@ class HardwareSpec:
         table |= {"cache_mb": self.cache_bytes / 2**20} if self.cache_bytes else {}
         table |= {"gemm_shapes": _gemm_shapes_dict(self.gemm_shapes)} if self.gemm_shapes else {}
         table |= {"gemm_shapes_warm": _gemm_shapes_dict(self.gemm_shapes_warm)} if self.gemm_shapes_warm else {}
-        table |= {"kv_row_bytes": self.kv_row_bytes, "kv_narrow_row_bytes": self.kv_narrow_row_bytes} \
-            if self.kv_sizes_narrow else {}
         for key, curve, size_unit, value_unit in (("kv_sizes", self.kv_sizes, 2**20, 1.0),
                                                   ("kv_sizes_warm", self.kv_sizes_warm, 2**20, 1.0),
-                                                  ("kv_sizes_narrow", self.kv_sizes_narrow, 2**20, 1.0),
-                                                  ("kv_sizes_narrow_warm", self.kv_sizes_narrow_warm, 2**20, 1.0),
                                                   ("elementwise_sizes", self.elementwise_sizes, 1e6, 1e-9)):
             table |= {key: [[n / size_unit, x / value_unit] for n, x in curve]} if curve else {}
         return {"description": self.description, "tflops": {d: f / 1e12 for d, f in self.flops.items()},
@@ -314,8 +299,7 @@ class HardwareSpec:
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
-         "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm",
-         "kv_row_bytes", "kv_narrow_row_bytes", "kv_sizes_narrow", "kv_sizes_narrow_warm", "multi_query_us", "batch_query_us",
+         "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "multi_query_us", "batch_query_us",
          "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "gemm_verify", "draft_node_us",
          "medusa_first_us", "medusa_seq_us", "medusa_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
@@ -392,11 +376,6 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         cache_bytes=num("cache_mb", 2**20, hi=1e9),
         kv_sizes=_size_curve(f["kv_sizes"], 2**20, "MiB", 1.0, 1.0) if "kv_sizes" in f else None,
         kv_sizes_warm=_size_curve(f["kv_sizes_warm"], 2**20, "MiB", 1.0, 1.0) if "kv_sizes_warm" in f else None,
-        kv_row_bytes=num("kv_row_bytes", 1.0, hi=1e9),
-        kv_narrow_row_bytes=num("kv_narrow_row_bytes", 1.0, hi=1e9),
-        kv_sizes_narrow=_size_curve(f["kv_sizes_narrow"], 2**20, "MiB", 1.0, 1.0) if "kv_sizes_narrow" in f else None,
-        kv_sizes_narrow_warm=(_size_curve(f["kv_sizes_narrow_warm"], 2**20, "MiB", 1.0, 1.0)
-                              if "kv_sizes_narrow_warm" in f else None),
         multi_query_s=num("multi_query_us", 1e-6, hi=1e9),
         batch_query_s=num("batch_query_us", 1e-6, hi=1e9),
         mixed_query_s=num("mixed_query_us", 1e-6, hi=1e9),
@@ -451,21 +430,12 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
     # so the calibration times its shapes warm only; a shape without a cold curve then prices on
     # its size's, gemm_rows, where the weights are read from memory)
     for warm, cold, what in (("gemm_rows_warm", "gemm_rows", "weights"), ("gemm_shapes_warm", None, None),
-                             ("kv_sizes_warm", "kv_sizes", "K and V"),
-                             ("kv_sizes_narrow_warm", "kv_sizes_narrow", "narrow rows of K and V")):
+                             ("kv_sizes_warm", "kv_sizes", "K and V")):
         at = f[warm] if warm in f else node
         if spec[warm] and cold and not spec[cold]:
             raise at.error(f"needs `{cold}` beside it (the curve for {what} read from memory)")
         if spec[warm] and not spec["cache_bytes"]:
             raise at.error("needs `cache_mb` beside it (the last-level cache the warm curve fits in)")
-    if spec["kv_sizes_narrow"]:
-        at = f["kv_sizes_narrow"] if "kv_sizes_narrow" in f else node
-        if not spec["kv_sizes"]:
-            raise at.error("needs `kv_sizes` beside it (the curve of the wider rows)")
-        if bool(spec["kv_sizes_warm"]) != bool(spec["kv_sizes_narrow_warm"]):
-            raise at.error("needs `kv_sizes_warm` and `kv_sizes_narrow_warm` both or neither")
-        if not 0 < spec["kv_narrow_row_bytes"] < spec["kv_row_bytes"]:
-            raise at.error("needs `kv_row_bytes` and `kv_narrow_row_bytes` beside it, the narrow rows narrower")
     return HardwareSpec(**spec)
 
 

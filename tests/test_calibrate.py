@@ -41,11 +41,6 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     assert 1e8 < m["copy_bw"] < 1e12 and 1e8 < m["flops_fp32"] < 1e13
     # the gather at 0.5 to 128 MiB a call, each a rate in (0, 1] of the streaming rate
     assert [mib for mib, _ in m["kv_sizes"]] == [0.5, 2, 8, 32, 128] and all(0 < e <= 1 for _, e in m["kv_sizes"])
-    # and in the family's narrow rows (512 bytes against 2 KiB)
-    assert [mib for mib, _ in m["kv_sizes_narrow"]] == [0.5, 2, 8, 32, 128]
-    assert all(0 < e <= 1 for _, e in m["kv_sizes_narrow"]) and (m["kv_narrow_row_bytes"], m["kv_row_bytes"]) == (512, 2048)
-    if m["cache_bytes"]:
-        assert [mib for mib, _ in m["kv_sizes_narrow_warm"]] == [0.5, 2, 8, 32, 128]
     # the elementwise passes at 64 to 4,096 tokens of the family's layer: positive times per element
     assert len(m["elementwise_sizes"]) == 4 and all(0 < x < 100 for _, x in m["elementwise_sizes"])
     # a verification call is a whole call: microseconds at least
@@ -81,9 +76,6 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
         assert hw.gemm_rows_warm[1][1] == tuple((r, f) for r, f in m["gemm_rows_warm"][128])
         assert hw.cache_bytes == m["cache_bytes"]
         assert hw.kv_sizes_warm == tuple((mib * 2**20, e) for mib, e in m["kv_sizes_warm"])
-        assert hw.kv_sizes_narrow_warm == tuple((mib * 2**20, e) for mib, e in m["kv_sizes_narrow_warm"])
-    assert hw.kv_sizes_narrow == tuple((mib * 2**20, e) for mib, e in m["kv_sizes_narrow"])
-    assert (hw.kv_row_bytes, hw.kv_narrow_row_bytes) == (2048, 512)
 
 
 def test_cli_writes_where_asked(tmp_path, capsys):
@@ -237,8 +229,6 @@ def test_gather_curve_takes_rates_between_sizes():
     bw, r1, r2, fixed = 10e9, 4e9, 3e9, 3e-4
     sizes = [kv_gather_bytes(*size) for size in KV_SIZES]
     assert [b / 2**20 for b in sizes] == [0.5, 2, 8, 32, 128] and sizes[KV_MIDDLE] == 32 * 2**20
-    from validation.probes import KV_SIZES_NARROW
-    assert [kv_gather_bytes(*size) for size in KV_SIZES_NARROW] == sizes  # the narrow rows at the same sizes
     mid = sizes[2]
     times = [fixed + min(b, mid) / r1 + max(0, b - mid) / r2 for b in sizes]
     curve = kv_size_curve({kv_key("kv", *size): t for size, t in zip(KV_SIZES, times)}, bw)

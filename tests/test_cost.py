@@ -380,53 +380,6 @@ def test_elementwise_passes_follow_the_measured_size_curve(tmp_path):
     assert [a for a, _ in back] == pytest.approx([1e6, 16e6]) and [b for _, b in back] == pytest.approx([1e-9, 2e-9])
 
 
-NARROW = dict(kv_sizes=[[8, 0.4], [128, 0.2]], kv_sizes_narrow=[[8, 0.2], [128, 0.1]], kv_row_bytes=2048,
-              kv_narrow_row_bytes=512)
-
-
-def test_narrow_rows_gather_at_their_own_curve(tmp_path):
-    """With kv_sizes_narrow, a model whose K and V rows are kv_narrow_row_bytes wide (the family:
-    2 KV heads of 64 fp32) gathers at that curve, one with kv_row_bytes rows (8 KV heads of 64
-    fp32) at kv_sizes, one between at a time per byte linear in 1 / row width, the warm curves
-    alike while the gather fits beside cached weights. It round-trips through a profile."""
-    from dataclasses import replace
-    from sim.cost import kv_row_bytes, narrow_share
-    tiny = replace(model("tiny"), bytes_per_kv=4)
-    wide = replace(tiny, kv_heads=8)
-    mid = replace(tiny, kv_heads=4)  # 1 KiB rows: halfway in 1 / row between 512 and 2048
-    assert [kv_row_bytes(m) for m in (tiny, mid, wide)] == [512, 1024, 2048]
-    hw = device("cpu", **NARROW)
-    assert [narrow_share(hw, r) for r in (256, 512, 1024, 2048, 4096)] == pytest.approx([1, 1, 1 / 3, 0, 0])
-    only_wide = device("cpu", kv_sizes=NARROW["kv_sizes"])
-    only_narrow = device("cpu", kv_sizes=NARROW["kv_sizes_narrow"])
-    for b in (4 * 2**20, 8 * 2**20, 32 * 2**20, 256 * 2**20):
-        assert ForwardCost(tiny, hw).kv_time(b) == pytest.approx(ForwardCost(tiny, only_narrow).kv_time(b), rel=1e-12)
-        assert ForwardCost(wide, hw).kv_time(b) == pytest.approx(ForwardCost(wide, only_wide).kv_time(b), rel=1e-12)
-        between = (2 / 3) * ForwardCost(mid, only_wide).kv_time(b) + (1 / 3) * ForwardCost(mid, only_narrow).kv_time(b)
-        assert ForwardCost(mid, hw).kv_time(b) == pytest.approx(between, rel=1e-12)
-    assert ForwardCost(tiny, hw).kv_time(32 * 2**20) == pytest.approx(2 * ForwardCost(wide, hw).kv_time(32 * 2**20))
-    warm = NARROW | dict(kv_sizes_warm=[[8, 0.8], [128, 0.4]], kv_sizes_narrow_warm=[[8, 0.6], [128, 0.3]], cache_mb=64)
-    resident = device("cpu", **warm).for_weights(tiny.weight_bytes)
-    room = (64 * 2**20 - tiny.weight_bytes) / tiny.layers
-    f = ForwardCost(tiny, resident)
-    assert f.kv_time(room) == pytest.approx(room / (f.bw * 0.6 * (1 - 0.5 * np.log(room / 2**23) / np.log(16))))
-    assert f.kv_time(room + 1) == pytest.approx(ForwardCost(tiny, only_narrow).kv_time(room + 1), rel=1e-12)
-    back = round_trip(device("cpu", **warm), tmp_path)
-    assert (back.kv_sizes_narrow, back.kv_sizes_narrow_warm, back.kv_row_bytes, back.kv_narrow_row_bytes) == \
-        (((8 * 2**20, 0.2), (128 * 2**20, 0.1)), ((8 * 2**20, 0.6), (128 * 2**20, 0.3)), 2048, 512)
-
-
-@pytest.mark.parametrize("drop,extra,msg", [("kv_sizes", {}, "kv_sizes"), ("kv_row_bytes", {}, "row_bytes"),
-                                            (None, {"kv_narrow_row_bytes": 4096}, "narrower"),
-                                            (None, {"kv_sizes_warm": [[8, 0.5]], "cache_mb": 64}, "both")])
-def test_bad_narrow_curves_are_rejected(drop, extra, msg):
-    from sim.errors import SpecError
-    fields = {k: v for k, v in NARROW.items() if k != drop} | extra
-    with pytest.raises(SpecError, match=msg) as e:
-        device("cpu", **fields)
-    assert "kv_sizes_narrow" in str(e.value)
-
-
 @pytest.mark.parametrize("field,bad,msg", [("kv_sizes", [[32, 0.5], [8, 0.4]], "ascend"), ("kv_sizes", [[8, 1.5]], "1"),
                                            ("kv_sizes", [[8, 0.0]], "0"), ("kv_sizes", [[8]], "2"),
                                            ("kv_sizes", {8: 0.5}, "list"),

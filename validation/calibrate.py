@@ -45,8 +45,7 @@ from validation.host_probes import (allocator_op, checkpoint_of, TINY_CHECKPOINT
 from validation.probes import (attention_figures, attention_key, attention_probe, ATTN_CALLS,
                                elementwise_curve, elementwise_probe, elementwise_time, EW_PAIR, EW_TOKENS,
                                KV_CONTEXT, kv_gather_bytes, kv_gather_probe, kv_key, KV_MIDDLE, KV_SEQS,
-                               kv_size_curve, KV_NARROW_ROW_BYTES, KV_ROW_BYTES, KV_SIZES,
-                               KV_SIZES_NARROW, last_level_cache_bytes, matmul_probes)  # noqa: E402
+                               kv_size_curve, KV_SIZES, last_level_cache_bytes, matmul_probes)  # noqa: E402
 from sim.cli import fail  # noqa: E402
 from sim.errors import SpecError  # noqa: E402
 from sim.cost import model_shapes  # noqa: E402
@@ -219,7 +218,7 @@ class Calibration:
         # known, warm: once repeating it stops making it faster (kv_sizes_warm); elsewhere the middle size alone, two
         # calls (the first refills what the copy probe swept out), gives eta_kv
         if device == "cpu":
-            gathers = {size: kv_gather_probe(device, *size) for size in KV_SIZES + KV_SIZES_NARROW}
+            gathers = {size: kv_gather_probe(device, *size) for size in KV_SIZES}
             probes |= {kv_key("kv", *size): cold(fn) for size, fn in gathers.items()}
             if self.cache_bytes:
                 probes |= {kv_key("kvw", *size): lambda fn=fn: steady_time(fn, device, between=gap)
@@ -357,20 +356,12 @@ class Calibration:
         out["layer_s"] = layer_time(t, DEEP, products) if "layer1" in t else per_layer
         out["kv_sizes"] = kv_size_curve(t, out["stream_bw"]) if self.serial else []
         out["kv_sizes_warm"] = kv_size_curve(t, out["stream_bw"], "kvw") if self.serial and self.cache_bytes else []
-        # the same in the family's narrow rows (hardware.kv_sizes_narrow)
-        out["kv_sizes_narrow"] = kv_size_curve(t, out["stream_bw"], "kv", KV_SIZES_NARROW) if self.serial else []
-        out["kv_sizes_narrow_warm"] = kv_size_curve(t, out["stream_bw"], "kvw", KV_SIZES_NARROW) \
-            if self.serial and self.cache_bytes else []
-        out["kv_row_bytes"], out["kv_narrow_row_bytes"] = KV_ROW_BYTES, KV_NARROW_ROW_BYTES
         # the gather rate: the curve's at the middle size (its call's fixed part out), else the middle probe's
         out["kv_gather_bw"] = out["kv_sizes"][KV_MIDDLE][1] * out["stream_bw"] if out["kv_sizes"] \
             else kv_gather_bytes() / t[kv_key("kv", KV_SEQS, KV_CONTEXT)]
         # the attention probes' 16 MiB of keys stay in the cache between their calls: beside the
         # gather at its warm rate where measured
-        # (their keys in the family's narrow rows: at that curve's rate where measured, since 0.48.0;
-        # at the wide rows' the rest per key had read 34-38 ns against 9-19)
-        warm = out["kv_sizes_narrow_warm"] or out["kv_sizes_warm"]
-        gather_bw = warm[KV_MIDDLE][1] * out["stream_bw"] if warm else out["kv_gather_bw"]
+        gather_bw = out["kv_sizes_warm"][KV_MIDDLE][1] * out["stream_bw"] if out["kv_sizes_warm"] else out["kv_gather_bw"]
         out["eta_attn"], out["fused_query_s"], out["fused_key_s"] = attention_figures(t, gather_bw, peak) \
             if self.serial else (1.0, 0.0, 0.0)
         out["attn_dense"] = self.serial

@@ -71,20 +71,17 @@ KV_HEADS, KV_DIM = 8, 64
 # of K or V, where 8 KV heads read 2 KiB ones)
 SMALL_KV_HEADS, SMALL_Q_HEADS = 2, 4
 # the gather probes' (sequences, keys each, KV heads): 0.5, 2, 8, 32 and 128 MiB of K and V a
-# call, in 2 KiB rows (KV_HEADS: a Llama-like model's) for kv_sizes and in 512-byte rows
-# (SMALL_KV_HEADS, with SMALL_Q_HEADS query heads: the trained family's own decode attention)
-# for kv_sizes_narrow. The wide 32 MiB one gives eta_kv. A size up to the second reads at the
-# first stretch's rate (average_per_unit). Before 0.48.0 one curve held the family's rows at 0.5
-# and 2 MiB and the wide ones beyond, and the family's decodes of 16 sequences after 2,048 keys
-# (32 MiB a layer, in rows that read 1.2-2x the time per byte of wide ones there) priced 20-24%
-# under the engine in three step-time grids. (With 8 MiB the first size, on a VM with a 32 MB
-# last-level cache, every gather up to 32 MiB read at the 8-32 MiB stretch's, which spills that
-# cache: the family's decodes read +24.5%, signed median.)
+# call. The 32 MiB one gives eta_kv; all five its curve over sizes (kv_sizes). The two small ones
+# are the family's own decode attention at 4 and 16 sequences (a small model's gathers are that
+# small), the large ones a Llama-shaped model's. A size up to the second reads at the first
+# stretch's rate (average_per_unit), so with 8 MiB first, on a VM with a 32 MB last-level cache,
+# every gather up to 32 MiB read at the 8-32 MiB stretch's, which spills that cache: the
+# step-time grid's family decodes read +24.5% (signed median), +88% at 4 sequences and 2,048
+# keys; with these sizes -13% to +12%, but for the two at 8 MiB a layer (+37%, +39%: priced on
+# the cold curve, timed warm by the grid's repeated calls).
 # On a VM with a 300 MB cache: 4.0-4.4 GB/s up to 34 MB, 3.1 GB/s at 134 MB.
-KV_SIZES = ((1, 128, KV_HEADS), (4, 128, KV_HEADS), (8, 256, KV_HEADS), (8, 1024, KV_HEADS), (16, 2048, KV_HEADS))
-KV_SIZES_NARROW = ((4, 128, SMALL_KV_HEADS), (16, 128, SMALL_KV_HEADS), (16, 512, SMALL_KV_HEADS),
-                   (16, 2048, SMALL_KV_HEADS), (64, 2048, SMALL_KV_HEADS))
-KV_ROW_BYTES, KV_NARROW_ROW_BYTES = KV_HEADS * KV_DIM * 4, SMALL_KV_HEADS * KV_DIM * 4  # a K or V row, fp32
+KV_SIZES = ((4, 128, SMALL_KV_HEADS), (16, 128, SMALL_KV_HEADS), (8, 256, KV_HEADS), (8, 1024, KV_HEADS),
+            (16, 2048, KV_HEADS))
 KV_SEQS, KV_CONTEXT = 8, 1024
 KV_MIDDLE = KV_SIZES.index((KV_SEQS, KV_CONTEXT, KV_HEADS))  # the size whose rate is eta_kv
 
@@ -110,13 +107,13 @@ def kv_gather_probe(device: str, seqs: int = KV_SEQS, context: int = KV_CONTEXT,
     return _paged_attention_call(device, seqs, context - 1, 1, heads, kv_heads)
 
 
-def kv_size_curve(t: dict, stream_bw: float, prefix: str = "kv", probes: tuple = KV_SIZES) -> list[list[float]]:
+def kv_size_curve(t: dict, stream_bw: float, prefix: str = "kv") -> list[list[float]]:
     """[[MiB, eta_kv], ...] from the gather probes' mean times `t` (kv_key(prefix, *size) for
-    each of `probes`, KV_SIZES or KV_SIZES_NARROW: "kv" cold, "kvw" warm): each size's rate
-    (average_per_unit: a call's fixed part left out, which the layer's host time, launch_us,
-    holds) against the weight-streaming bandwidth, at most 1 (and at least the last place written)."""
-    sizes = [kv_gather_bytes(*size) for size in probes]
-    per_byte = average_per_unit(sizes, [t[kv_key(prefix, *size)] for size in probes])
+    each of KV_SIZES: "kv" cold, "kvw" warm): each size's rate (average_per_unit: a call's
+    fixed part left out, which the layer's host time, launch_us, holds) against the
+    weight-streaming bandwidth, at most 1 (and at least the last place written)."""
+    sizes = [kv_gather_bytes(*size) for size in KV_SIZES]
+    per_byte = average_per_unit(sizes, [t[kv_key(prefix, *size)] for size in KV_SIZES])
     return [[b / 2**20, printed(min(1.0, 1.0 / (x * stream_bw)))] for b, x in zip(sizes, per_byte)]
 
 

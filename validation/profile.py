@@ -59,7 +59,6 @@ gemm_half_rows: {m['gemm_half_rows']:.2f}
 eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
 {('kv_sizes: ' + str(m['kv_sizes'])) if m.get('kv_sizes') else '# kv_sizes: none measured (eta_kv at every size)'}
 {('kv_sizes_warm: ' + str(m['kv_sizes_warm'])) if m.get('kv_sizes_warm') else '# kv_sizes_warm: none measured'}
-{_narrow_rows(m)}
 eta_attn: {m['eta_attn']:.4f}
 fused_query_us: {m['fused_query_s'] * 1e6:.3f}
 fused_key_ns: {m['fused_key_s'] * 1e9:.3f}
@@ -127,18 +126,6 @@ def _input_yaml(m: dict) -> str:
     return ("# an EAGLE head's or MTP module's fused input beyond its product, timed in the engine (validation.reuse)\n"
             f"draft_input_us: {m['draft_input_s'] * 1e6:.1f}\n"
             f"draft_input_row_us: {m['draft_input_row_s'] * 1e6:.3f}")
-
-
-def _narrow_rows(m: dict) -> str:
-    """The profile's narrow-row gather lines (hardware.kv_sizes_narrow), or a comment where none were measured."""
-    if not m.get("kv_sizes_narrow"):
-        return "# kv_sizes_narrow: none measured (kv_sizes for every row width)"
-    lines = [f"# the same gathers in {m['kv_narrow_row_bytes']}-byte rows (kv_sizes: {m['kv_row_bytes']}-byte rows)",
-             f"kv_row_bytes: {m['kv_row_bytes']}", f"kv_narrow_row_bytes: {m['kv_narrow_row_bytes']}",
-             f"kv_sizes_narrow: {m['kv_sizes_narrow']}"]
-    if m.get("kv_sizes_narrow_warm"):
-        lines.append(f"kv_sizes_narrow_warm: {m['kv_sizes_narrow_warm']}")
-    return "\n".join(lines)
 
 
 def _context_note(context) -> str:

@@ -173,8 +173,7 @@ def summary(errs: list[float]) -> dict:
 FIT = ("eta_compute", "eta_memory", "eta_kv", "eta_attn", "launch_s", "gemm_half_rows", "pass_overhead_s",
        "multi_query_s", "batch_query_s", "mixed_query_s", "elementwise_s")
 # fitted figure -> the measured curves it scales
-CURVES = {"eta_kv": ("kv_sizes", "kv_sizes_warm", "kv_sizes_narrow", "kv_sizes_narrow_warm"),
-          "elementwise_s": ("elementwise_sizes",)}
+CURVES = {"eta_kv": ("kv_sizes", "kv_sizes_warm"), "elementwise_s": ("elementwise_sizes",)}
 SAMPLE_S = 0.06  # a point's calls per pass run for at least this long
 CAL_CYCLES = 2  # calibration cycles per pass, one probe or a few between consecutive points
 SCALES = (0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0)

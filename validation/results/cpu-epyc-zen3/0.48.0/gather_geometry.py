@@ -1,5 +1,5 @@
-"""Does a decode gather's rate depend on its rows' width? Before 0.48.0 the calibration's gather
-probes (validation.probes.KV_SIZES) read the family's geometry (2 KV heads: 512-byte rows of K or V,
+"""Does a decode gather's rate depend on its rows' width? The calibration's gather probes
+(validation.probes.KV_SIZES) read the family's geometry (2 KV heads: 512-byte rows of K or V,
 4 query heads) at 0.5 and 2 MiB only, and a Llama-like one (8 KV heads, 2 KiB rows, 1 query head
 each) at 8, 32 and 128 MiB; the family's decodes at 16 sequences after 2,048 keys gather 32 MiB a
 layer and priced 20-24% under the engine in 0.47.0's three step-time grids. Here both geometries at every size,

@@ -5,7 +5,8 @@ the profile reads then); and, third, with the narrow curve and fused_key_ns as t
 gives it since 0.48.0: the attention probes' keys (the family's narrow rows) read at the narrow
 rows' warm middle rate, not the wide rows', before the rest is taken per key (the profile's
 figure moved by the difference of the two reads). Medians, p90 and signed medians of the errors, by model, and the
-points where the two differ most. Run from the repository root:
+points where they differ most. It needs the narrow-row curves, which 0.48.0 tried and did not
+keep: run it from the repository root at 8dc727f (the commit that had them):
 
   python validation/results/cpu-epyc-zen3/0.48.0/narrow_reprice.py GRID_DIR [GRID_DIR ...]
 """
