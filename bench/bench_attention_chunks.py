@@ -1,9 +1,10 @@
 """The CPU reference attention's chunk bound, side by side (kernels/attention.py
 paged_attention_ref, max_elems): decode and chain-verify calls of the trained family's geometry
 (2 KV heads, 4 query heads) and a Llama-like one (8 KV heads, 32 query heads), fp32, at 2^25
-floats (the default), 2^23, 2^22 and 2^21, interleaved over ROUNDS rounds in one process;
-medians, and each bound's time as a ratio of 2^25's. 2^25's largest calls vary from run to
-run with the process's heap (bench/results/attention-chunks-2026-12-06.txt).
+floats (the bound before 0.48.0), 2^23, 2^22 (the default since) and 2^21, interleaved over
+ROUNDS rounds in one process; medians, and each bound's time as a ratio of 2^25's. 2^25's
+largest calls vary from run to run with the process's heap
+(bench/results/attention-chunks-2026-12-06.txt).
 
     python bench/bench_attention_chunks.py [ROUNDS]
 """

@@ -55,20 +55,19 @@ def ancestor_masks(parents: Sequence[int]) -> list[int]:
 # --------------------------------------------------------------------------- torch reference
 
 def paged_attention_ref(q, k_cache, v_cache, kv_slots, kv_lens, q_seq, q_pos, tree_start, q_anc,
-                        scale: float, *, max_elems: int = 1 << 25, bulk: int = 2, group_max: int = 64) -> torch.Tensor:
+                        scale: float, *, max_elems: int = 1 << 22, bulk: int = 2, group_max: int = 64) -> torch.Tensor:
     """Mask and softmax in fp32 over each query's keys, gathered via kv_slots. Sequences with
     `bulk` to `group_max` queries in the step (chains and trees), when there are several, share
     padded fused-attention calls, a few sequences per call; any other sequence with `bulk` or more
     (a prefill chunk, a lone tree) gathers its keys once for all its queries; the other queries
     (decode) gather their own, in chunks whose gathered K/V and scores hold about ``max_elems``
     floats, each chunk only up to its largest visible position. A group call's sequences are
-    counted at its most query rows, padded. A smaller bound keeps each chunk's buffers small
-    enough for the host allocator to reuse: at 2^22 floats a Llama-like decode of 16 sequences
-    after 2,048 keys ran 3-4x faster in the processes where 2^25's 64 MiB gathers were mapped
-    afresh and page-faulted on every call (bench/bench_attention_chunks.py). It is not the
-    default: the step-time grid's forwards, each point's calls in one process, read within noise
-    of 2^25's, and the grid's errors no closer (validation/results/cpu-epyc-zen3/0.48.0/
-    steptime-chunks.txt)."""
+    counted at its most query rows, padded. The bound, 2^22 floats (16 MiB; 2^25 before 0.48.0),
+    keeps each chunk's buffers small enough for the host allocator to reuse: at 2^25 a Llama-like
+    decode of 16 sequences after 2,048 keys ran 3-4x slower in the processes where its 64 MiB
+    gathers were mapped afresh and page-faulted on every call (bench/bench_attention_chunks.py).
+    The step-time grid at 2^22 read 3.9% / 11.2% (median / p90), 0.47.0's three at 2^25 3.1-4.4% /
+    9.3-12.2% (validation/results/cpu-epyc-zen3/0.48.0/steptime-chunks.txt)."""
     N, H, D = q.shape
     out = torch.empty((N, H, D), dtype=q.dtype, device=q.device)
     if N == 0:
