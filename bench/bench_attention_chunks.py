@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kernels.attention import NO_TREE, ancestor_masks, paged_attention_ref  # noqa: E402
-from sim import trees as T  # noqa: E402
+from kernels.attention import paged_attention_ref  # noqa: E402
+from validation.probes import attention_args  # noqa: E402
 from validation.timing import mean_time  # noqa: E402
 
 SHAPES = [  # (label, seqs, context, queries each, kv heads, query heads)
@@ -31,21 +31,10 @@ ELEMS = (1 << 25, 1 << 23, 1 << 22, 1 << 21)
 
 
 def call(seqs, context, queries, kv_heads, heads, max_elems):
-    per = context + queries
-    g = torch.Generator().manual_seed(0)
-    k = torch.randn(seqs * per, kv_heads, 64, generator=g)
-    v = torch.randn(seqs * per, kv_heads, 64, generator=g)
-    q = torch.randn(seqs * queries, heads, 64, generator=g)
-    slots = torch.arange(seqs * per).view(seqs, per)
-    lens = torch.full((seqs,), per)
-    qs = torch.arange(seqs).repeat_interleave(queries)
-    qp = torch.arange(context, per).repeat(seqs)
-    if queries > 1:
-        ts = torch.full((seqs,), context + 1)
-        anc = torch.tensor([0] + ancestor_masks(T.chain(queries - 1))).repeat(seqs)
-    else:
-        ts, anc = torch.full((seqs,), NO_TREE), torch.zeros(seqs * queries, dtype=torch.int64)
-    return lambda: paged_attention_ref(q, k, v, slots, lens, qs, qp, ts, anc, 0.125, max_elems=max_elems)
+    """paged_attention_ref at `max_elems` over the calibration's probe batch (chains verified
+    behind a root where queries > 1, as validation.probes.attention_args lays them out)."""
+    args = attention_args("cpu", seqs, context, queries, heads, kv_heads, drafts=True)
+    return lambda: paged_attention_ref(*args, 0.125, max_elems=max_elems)
 
 
 def main() -> None:

@@ -166,11 +166,20 @@ def attention_probe(device: str, seqs: int, queries: int, context: int, drafts: 
 
 def _paged_attention_call(device: str, seqs: int, context: int, queries: int, heads: int, kv_heads: int,
                           drafts: bool = False):
-    """A call of the engine's paged attention (unchecked): `seqs` sequences each with `queries`
-    query tokens after `context` keys, `heads` query heads on `kv_heads` KV heads of KV_DIM
-    (fp32, random). drafts: the queries are a root and a chain of drafts behind it (as a
-    verification lays them out: a tree start and ancestor masks), else causal tokens."""
+    """A call of the engine's paged attention (unchecked) over attention_args' batch."""
     from kernels import get_ops
+    args = attention_args(device, seqs, context, queries, heads, kv_heads, drafts)
+    ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
+    return lambda: ops.paged_attention(*args, 0.125)
+
+
+def attention_args(device: str, seqs: int, context: int, queries: int, heads: int, kv_heads: int,
+                   drafts: bool = False) -> tuple:
+    """The paged-attention arguments before the scale (q, k, v, kv_slots, kv_lens, q_seq, q_pos,
+    tree_start, q_anc) for `seqs` sequences each with `queries` query tokens after `context`
+    keys, `heads` query heads on `kv_heads` KV heads of KV_DIM (fp32, random). drafts: the
+    queries are a root and a chain of drafts behind it (as a verification lays them out: a tree
+    start and ancestor masks), else causal tokens."""
     from kernels.attention import NO_TREE, ancestor_masks
     per = context + queries
     k = torch.randn(seqs * per, kv_heads, KV_DIM, device=device)
@@ -186,8 +195,7 @@ def _paged_attention_call(device: str, seqs: int, context: int, queries: int, he
     else:
         ts = torch.full((seqs,), NO_TREE, device=device)
         anc = torch.zeros(seqs * queries, dtype=torch.int64, device=device)
-    ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
-    return lambda: ops.paged_attention(q, k, v, kv_slots, lens, qs, qp, ts, anc, 0.125)
+    return q, k, v, kv_slots, lens, qs, qp, ts, anc
 
 
 def attention_figures(t: dict, gather_bw: float, peak: float) -> tuple[float, float, float]:
