@@ -106,6 +106,11 @@ class ForwardCost:
         self.kv_curve = _size_table(hw.kv_sizes)
         self.kv_warm = _size_table(hw.kv_sizes_warm) if hw.resident_bytes else None
         self.kv_room = (hw.cache_bytes - hw.resident_bytes) / max(1, model.layers)
+        # the model's own decode curves (hardware.kv_decode, kv_decode_warm) where measured: its
+        # sequences with one query token gather (and compute, beyond the compute roof) at those rates
+        geometry = attention_geometry(model, tp)
+        self.dec_curve = _size_table(dict(hw.kv_decode).get(geometry, ()))
+        self.dec_warm = _size_table(dict(hw.kv_decode_warm).get(geometry, ())) if hw.resident_bytes else None
         # 0 where the warm matmul curves price the products (the weights sit in the last-level
         # cache: those curves were timed with the weights read from there, so streaming them at
         # the memory roof would charge them twice), else 1
@@ -181,7 +186,9 @@ class ForwardCost:
         run = self.attn_flops_per_pair * _max(w.pairs, tokens * w.kv_read / w.seqs) if self.attn_dense else f_attn
         b_kv = self.kv_tok * (w.kv_read + tokens)
         b_attn = b_kv + self.attn_act_per_tok * tokens
-        c_attn, m_attn = run / self.attn_fc, self.kv_time(b_kv) + self.attn_act_per_tok * tokens / self.bw
+        # the sequences with one query token: their keys and new token's
+        b_dec = self.kv_tok * (w.kv_read - w.multi_kv + tokens - w.multi_tokens) if self.dec_curve is not None else 0.0
+        c_attn, m_attn = run / self.attn_fc, self.kv_time(b_kv, b_dec) + self.attn_act_per_tok * tokens / self.bw
         if self.multi_query or self.batch_query or self.mixed_query:
             t = t + self.query_host(w.tokens, w.seqs, w.mixed)
         if self.fused_query or self.fused_key:  # beside the roofs, for sequences with several query tokens
@@ -208,17 +215,29 @@ class ForwardCost:
                 t = t + layers * n * _log_interp(n, at, per)
         return t if isinstance(tokens, np.ndarray) else float(t)
 
-    def kv_time(self, b_kv):
-        """Time of one layer's KV read of b_kv bytes: at the rate measured for a gather of that
-        size (hardware.kv_sizes, or kv_sizes_warm while it fits beside cached weights: kv_room)
-        where there is one, else at eta_kv."""
-        if self.kv_curve is None:
-            return b_kv / self.kv_bw
-        eta = _log_interp(b_kv, *self.kv_curve)
-        if self.kv_warm is not None:
-            eta = np.where(b_kv <= self.kv_room, _log_interp(b_kv, *self.kv_warm), eta)
-        t = b_kv / (self.bw * eta)
+    @property
+    def gather_by_size(self) -> bool:
+        """Whether kv_time reads a measured curve (not linear in the bytes)."""
+        return self.kv_curve is not None or self.dec_curve is not None
+
+    def kv_time(self, b_kv, b_dec=0.0):
+        """Time of one layer's KV read of b_kv bytes, b_dec of them the decoding sequences'
+        (those with one query token): at the rates measured for a layer's gather of b_kv bytes,
+        b_dec on the model's own decode curve (hardware.kv_decode) where measured, the rest on
+        kv_sizes (each on its warm curve while the gather fits beside cached weights: kv_room),
+        else at eta_kv."""
+        if self.dec_curve is None:
+            b_dec = 0.0
+        rest = b_kv - b_dec
+        t = rest / self.kv_bw if self.kv_curve is None else rest / (self.bw * self._eta(b_kv, self.kv_curve, self.kv_warm))
+        if self.dec_curve is not None:
+            t = t + b_dec / (self.bw * self._eta(b_kv, self.dec_curve, self.dec_warm))
         return t if isinstance(b_kv, np.ndarray) else float(t)
+
+    def _eta(self, b_kv, cold, warm):
+        """A curve's eta at a layer's gather of b_kv bytes: the warm curve's while it fits (kv_room)."""
+        eta = _log_interp(b_kv, *cold)
+        return eta if warm is None else np.where(b_kv <= self.kv_room, _log_interp(b_kv, *warm), eta)
 
     def query_host(self, tokens, seqs, mixed=0):
         """Host time of a pass in which some sequence has several query tokens (tokens > seqs),
@@ -303,6 +322,14 @@ def weight_shapes(m: ModelSpec, tp: int) -> tuple[list, list, list]:
     ffn = [(h, 2 * m.ffn / tp), (m.ffn / tp, h)]
     expert = [(h, 2 * m.expert_ffn / tp), (m.expert_ffn / tp, h)]
     return attn, ffn, expert
+
+
+def attention_geometry(m: ModelSpec, tp: int = 1) -> tuple[int, int, int] | None:
+    """(KV heads per device, query heads per KV head, head_dim) of a model's attention: the key
+    of its decode curves (hardware.kv_decode); None for MLA, which the engine does not run."""
+    if m.attention == "mla":
+        return None
+    return max(1, m.kv_heads // tp), max(1, m.heads // m.kv_heads), m.head_dim
 
 
 def model_shapes(m: ModelSpec, tp: int = 1) -> set[tuple[int, int]]:

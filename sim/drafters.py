@@ -139,11 +139,12 @@ class PassPricer:
         """(fixed Cost of all passes, [(c0, c1, m0, m1, f0, f1, b0, b1) per pass], [(k0, k1) per pass]
         or [], s1) such that pass j's attention at Σctx = x costs max(c0 + c1·x, m0 + m1·x) seconds
         (their sum: attn_dense), f0 + f1·x FLOPs, b0 + b1·x bytes; with a measured kv_sizes curve
-        its memory roof adds the gather of k0 + k1·x bytes at that size's rate (not linear in x);
+        its memory roof adds the gather of k0 + k1·x bytes at that size's rate (not linear in x), d0 +
+        d1·x of them the decoding sequences' (sim.cost.ForwardCost.kv_time);
         and the fused attention's keys beside the roofs add s1·x seconds (paths)."""
         fwd = self.fwd
         t = f = b = c = m = s1 = 0.0
-        lines, kv_bytes = [], []  # kv_bytes: each pass's gathered bytes at Σctx = x, k0 + k1·x (a measured kv_sizes curve)
+        lines, kv_bytes = [], []  # kv_bytes: each pass's gathered bytes at Σctx = x, (k0, k1, d0, d1) (measured curves)
         t += drafter_host_time(self.hw, n, [tok for tok, _, _ in passes], self.levels, self.catch_up)
         for j, (tok, lm, several) in enumerate(passes):
             w0 = fwd(Work(tok, n, 0, 0, lm))  # attention with no context: isolates the linear part
@@ -165,9 +166,13 @@ class PassPricer:
             kv0 = (j + 1) * n
             c0, m0 = w0.compute_time - base[3] + dc * kv0, w0.memory_time - base[4] + dm * kv0
             f0, b0 = w0.flops - base[1] + df * kv0, w0.bytes - base[2] + db * kv0
-            if fwd.kv_curve is not None:  # the gather's time by its size: its bytes kept, read in __call__
+            if fwd.gather_by_size:  # the gather's time by its size: its bytes kept, read in __call__
                 m0, dm = fwd.attn_act_per_tok * tok / fwd.bw, 0.0
-                kv_bytes.append((fwd.kv_tok * (kv0 + tok), fwd.kv_tok))
+                # and the decoding sequences' share of them (all but the paths' several)
+                several_kv = at1["multi_kv"] - at0["multi_kv"]
+                kv_bytes.append((fwd.kv_tok * (kv0 + tok), fwd.kv_tok,
+                                 fwd.kv_tok * (kv0 + tok - at0["multi_kv"] - at0["multi_tokens"]),
+                                 fwd.kv_tok * (1 - several_kv)))
             lines.append((c0, dc, m0, dm, f0, df, b0, db))
         return Cost(t, f, b, c, m), lines, kv_bytes, s1
 
@@ -199,8 +204,8 @@ class PassPricer:
         for j, (c0, c1, m0, m1, f0, f1, b0, b1) in enumerate(lines):
             ca, ma = c0 + c1 * x, m0 + m1 * x
             if kv_bytes:
-                k0, k1 = kv_bytes[j]
-                ma += self.fwd.kv_time(k0 + k1 * x)
+                k0, k1, d0, d1 = kv_bytes[j]
+                ma += self.fwd.kv_time(k0 + k1 * x, d0 + d1 * x)
             t += attention(ca, ma)
             f += f0 + f1 * x
             b += b0 + b1 * x

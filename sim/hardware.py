@@ -80,6 +80,16 @@ class HardwareSpec:
     # family's decode of 16 sequences at 2,048 keys, 32 MiB a layer, gathered at 4.8 GB/s warm
     # against 2.8 cold); empty: kv_sizes at every size
     kv_sizes_warm: tuple = ()
+    # measured decode attention by attention geometry: (((kv_heads, group, head_dim), ((bytes,
+    # eta), ...)), ...), as kv_sizes (eta against the memory rate, sizes interpolated in log
+    # space by the layer's whole gather), with the products the cost model prices on the compute
+    # roof taken off. A model of a measured geometry (sim.cost.attention_geometry) prices its
+    # sequences with one query token on its own curve, the others on kv_sizes: the CPU
+    # reference's per-head products cost by the geometry, not only the bytes (a bmm of 2 query
+    # heads per KV head read 1.3x one of 1 over the same 32 MiB; validation/probes.py decode_probe).
+    # Empty: kv_sizes for every sequence
+    kv_decode: tuple = ()
+    kv_decode_warm: tuple = ()  # the same with the K and V in the last-level cache (as kv_sizes_warm)
     # products of weights used again within a speculative step, over the warm curves' price at
     # that many rows: ((rows, first, later_layer, later_lm), ...), rows ascending (interpolated,
     # held beyond the ends): a drafter's first pass's LM head where it is the target's (used right
@@ -245,7 +255,7 @@ class HardwareSpec:
         """This device serving a model with `weight_bytes` of weights per device: its products
         (and its gathers, while they fit beside the weights) priced on the warm curves where those
         weights fit the last-level cache."""
-        warm = (self.gemm_rows_warm or self.kv_sizes_warm) and 0 < weight_bytes <= self.cache_bytes
+        warm = (self.gemm_rows_warm or self.kv_sizes_warm or self.kv_decode_warm) and 0 < weight_bytes <= self.cache_bytes
         resident = float(weight_bytes) if warm else 0.0
         return replace(self, resident_bytes=resident) if resident != self.resident_bytes else self
 
@@ -264,6 +274,8 @@ class HardwareSpec:
                                                   ("kv_sizes_warm", self.kv_sizes_warm, 2**20, 1.0),
                                                   ("elementwise_sizes", self.elementwise_sizes, 1e6, 1e-9)):
             table |= {key: [[n / size_unit, x / value_unit] for n, x in curve]} if curve else {}
+        for key, curves in (("kv_decode", self.kv_decode), ("kv_decode_warm", self.kv_decode_warm)):
+            table |= {key: {"x".join(map(str, g)): [[n / 2**20, x] for n, x in c] for g, c in curves}} if curves else {}
         return {"description": self.description, "tflops": {d: f / 1e12 for d, f in self.flops.items()},
                 "memory_tb_s": self.mem_bw / 1e12, "memory_gb": self.mem_bytes / 1e9,
                 "interconnect_gb_s": self.link_bw / 1e9, "devices_per_node": self.devices_per_node,
@@ -299,7 +311,7 @@ class HardwareSpec:
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
-         "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "multi_query_us", "batch_query_us",
+         "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "kv_decode", "kv_decode_warm", "multi_query_us", "batch_query_us",
          "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "gemm_verify", "draft_node_us",
          "medusa_first_us", "medusa_seq_us", "medusa_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
@@ -376,6 +388,8 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         cache_bytes=num("cache_mb", 2**20, hi=1e9),
         kv_sizes=_size_curve(f["kv_sizes"], 2**20, "MiB", 1.0, 1.0) if "kv_sizes" in f else None,
         kv_sizes_warm=_size_curve(f["kv_sizes_warm"], 2**20, "MiB", 1.0, 1.0) if "kv_sizes_warm" in f else None,
+        kv_decode=_geometry_curves(f["kv_decode"]) if "kv_decode" in f else None,
+        kv_decode_warm=_geometry_curves(f["kv_decode_warm"]) if "kv_decode_warm" in f else None,
         multi_query_s=num("multi_query_us", 1e-6, hi=1e9),
         batch_query_s=num("batch_query_us", 1e-6, hi=1e9),
         mixed_query_s=num("mixed_query_us", 1e-6, hi=1e9),
@@ -430,7 +444,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
     # so the calibration times its shapes warm only; a shape without a cold curve then prices on
     # its size's, gemm_rows, where the weights are read from memory)
     for warm, cold, what in (("gemm_rows_warm", "gemm_rows", "weights"), ("gemm_shapes_warm", None, None),
-                             ("kv_sizes_warm", "kv_sizes", "K and V")):
+                             ("kv_sizes_warm", "kv_sizes", "K and V"), ("kv_decode_warm", None, None)):
         at = f[warm] if warm in f else node
         if spec[warm] and cold and not spec[cold]:
             raise at.error(f"needs `{cold}` beside it (the curve for {what} read from memory)")
@@ -481,6 +495,21 @@ def _size_curve(node: Node, size_unit: float, size_name: str, value_unit: float,
 def _gemm_rows_dict(table: tuple) -> dict:
     """A gemm_rows table in its profile form, {KiB: [[rows, fraction], ...]}."""
     return {int(b) // 1024: [list(p) for p in c] for b, c in table}
+
+
+def _geometry_curves(node: Node) -> tuple:
+    """`kv_decode: {"KVxGxD": [[MiB, eta], ...], ...}`: KV heads, query heads per KV head and
+    head_dim, positive integers, each a kv_sizes-like curve."""
+    if not isinstance(node.value, dict) or not node.value:
+        raise node.error('expected a mapping of attention geometries "KVxGxD" to [[MiB, eta], ...] curves')
+    out = []
+    for key in node.value:
+        m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*", key) if isinstance(key, str) else None
+        if m is None or not all(int(x) for x in m.groups()):
+            raise node.error('expected attention geometries "KVxGxD" (KV heads, query heads per KV head, head_dim; '
+                             f'positive) as keys, got {key!r}')
+        out.append((tuple(int(x) for x in m.groups()), _size_curve(node.child(key), 2**20, "MiB", 1.0, 1.0)))
+    return tuple(sorted(out))
 
 
 def _gemm_shapes_dict(table: tuple) -> dict:

@@ -42,13 +42,14 @@ from validation.host_probes import (allocator_op, checkpoint_of, TINY_CHECKPOINT
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
                                     layer_time, logit_probe, logit_time, LOGIT_VOCABS, ngram_probe, ngram_times, pass_fixed_time, SPEED_BLOCK_S, speed_probe,
                                     SPEED_WINDOW_S, verify_host_figures, verify_host_probe, VERIFY_SEQS)  # noqa: E402
-from validation.probes import (attention_figures, attention_key, attention_probe, ATTN_CALLS,
-                               elementwise_curve, elementwise_probe, elementwise_time, EW_PAIR, EW_TOKENS,
+from validation.probes import (attention_figures, attention_key, attention_probe, ATTN_CALLS, decode_curve,
+                               decode_key, decode_probe, decode_sizes, elementwise_curve, elementwise_probe, elementwise_time, EW_PAIR, EW_TOKENS,
                                KV_CONTEXT, kv_gather_bytes, kv_gather_probe, kv_key, KV_MIDDLE, KV_SEQS,
-                               kv_size_curve, KV_SIZES, last_level_cache_bytes, matmul_probes)  # noqa: E402
+                               kv_size_curve, KV_SIZES, geometry_label, last_level_cache_bytes,
+                               matmul_probes)  # noqa: E402
 from sim.cli import fail  # noqa: E402
 from sim.errors import SpecError  # noqa: E402
-from sim.cost import model_shapes  # noqa: E402
+from sim.cost import attention_geometry, model_shapes  # noqa: E402
 from sim.models import ModelSpec  # noqa: E402
 from validation.timing import block_times, host_gap, interleaved_times, mean_time, steady_time  # noqa: E402
 from validation.profile import write_profile  # noqa: E402
@@ -110,14 +111,16 @@ class Calibration:
     drifting host. Sizes are parameters so a test can run the CPU form small."""
 
     def __init__(self, size_mb: int = 512, gemm_n: int = 1024, device: str = "cpu", context: ModelSpec | None = None,
-                 models=None, prompt: int = REUSE_PROMPT):
+                 models=None, prompt: int = REUSE_PROMPT, geometries=None):
         """context: the model whose passes' memory traffic the host-time probes run amid
         (validation.traffic; on a CPU only; None: none, the probes' tiny models alone); models:
         the priced models, (weights' bytes per device, {(k, n)} weight matrices) each, whose
         matrices get matmul curves of their own (on a CPU), each where it prices (priced_shapes:
         warm where its weights fit the last-level cache, else cold; None: the context's,
         sim.cost.model_shapes); prompt: the in-situ probe's prompt tokens a sequence
-        (validation.reuse.probe_prompt)."""
+        (validation.reuse.probe_prompt); geometries: the priced models' attention geometries
+        (sim.cost.attention_geometry), each of whose decode attention gets a curve of its own on
+        a CPU (None: the context's)."""
         self.size_mb, self.gemm_n = size_mb, gemm_n
         self.context = context if device == "cpu" else None
         traffic = self.traffic = Traffic.of(self.context, device)
@@ -223,7 +226,17 @@ class Calibration:
             if self.cache_bytes:
                 probes |= {kv_key("kvw", *size): lambda fn=fn: steady_time(fn, device, between=gap)
                            for size, fn in gathers.items()}
+            # each priced geometry's decode attention at the same sizes (kv_decode, kv_decode_warm)
+            if geometries is None:
+                geometries = [attention_geometry(context)] if context is not None else []
+            self.geometries = sorted({g for g in geometries if g is not None})
+            decodes = {decode_key("dec", g, *size): decode_probe(device, *size, g)
+                       for g in self.geometries for size in decode_sizes(g)}
+            probes |= {k: cold(fn) for k, fn in decodes.items()}
+            if self.cache_bytes:
+                probes |= {"decw" + k[3:]: lambda fn=fn: steady_time(fn, device, between=gap) for k, fn in decodes.items()}
         else:
+            self.geometries = []
             probes[kv_key("kv", KV_SEQS, KV_CONTEXT)] = timed(kv_gather_probe(device), 2)
         probes["speed"] = speed_probe(device, 0.3 if small else SPEED_WINDOW_S)  # (start, a window's block rates)
         probes["logits"] = paired({f"logits{v}": logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
@@ -365,6 +378,17 @@ class Calibration:
         out["eta_attn"], out["fused_query_s"], out["fused_key_s"] = attention_figures(t, gather_bw, peak) \
             if self.serial else (1.0, 0.0, 0.0)
         out["attn_dense"] = self.serial
+        # the decode curves, the products (on the compute roof at eta_attn, as priced) taken off
+        out["kv_decode"], out["kv_decode_warm"] = {}, {}
+        for g in self.geometries:
+            kv, group, d = g
+
+            def products(seqs, keys, per_pair=4.0 * kv * group * d / (out["eta_attn"] * peak)):
+                return per_pair * seqs * keys
+
+            out["kv_decode"][geometry_label(g)] = decode_curve(t, g, out["stream_bw"], products)
+            if self.cache_bytes:
+                out["kv_decode_warm"][geometry_label(g)] = decode_curve(t, g, out["stream_bw"], products, "decw")
         out["elementwise_s"] = elementwise_time(*(t[f"ew{n}"] for n in EW_PAIR)) if self.serial else 0.0
         out["elementwise_sizes"] = elementwise_curve(t) if self.serial else []
         # (the engine-step probes' own 256-entry logits, under a microsecond a sequence, stay in seq_s)
@@ -403,8 +427,10 @@ def for_trace(trace, spec: ModelSpec) -> "Calibration":
     amid that model's memory traffic (validation.traffic), the matmul curves of its target's and
     drafters' own matrices (sim.cost.model_shapes) at the residency they price at, and the
     engine's products timed in place after the trace's median prompt (validation.reuse)."""
+    drafters = [s.drafter_spec()[0] for s in trace.speculation if hasattr(s, "drafter_spec")]
     return Calibration(context=spec, models=[(spec.weight_bytes / trace.tp, model_shapes(spec, trace.tp).union(
-        *(s.matrix_shapes(spec, trace.tp) for s in trace.speculation)))], prompt=probe_prompt(trace))
+        *(s.matrix_shapes(spec, trace.tp) for s in trace.speculation)))], prompt=probe_prompt(trace),
+        geometries=[attention_geometry(m, trace.tp) for m in [spec, *drafters]])
 
 
 def context_model(name: str) -> ModelSpec | None:

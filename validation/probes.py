@@ -117,6 +117,47 @@ def kv_size_curve(t: dict, stream_bw: float, prefix: str = "kv") -> list[list[fl
     return [[b / 2**20, printed(min(1.0, 1.0 / (x * stream_bw)))] for b, x in zip(sizes, per_byte)]
 
 
+def decode_sizes(geometry: tuple[int, int, int]) -> list[tuple[int, int]]:
+    """(sequences, keys each) of the decode probes for a model's attention `geometry` (KV heads,
+    query heads per KV head, head_dim; sim.cost.attention_geometry): KV_SIZES' sequences and
+    bytes of fp32 K and V a call, the keys scaled to the geometry's rows."""
+    kv, _, d = geometry
+    return [(s, max(1, round(kv_gather_bytes(s, c, h) / (2 * s * kv * d * 4)))) for s, c, h in KV_SIZES]
+
+
+def decode_probe(device: str, seqs: int, context: int, geometry: tuple[int, int, int]):
+    """The engine's paged attention with `seqs` sequences each decoding one token over `context`
+    keys in `geometry` (KV heads, query heads per KV head, head_dim; fp32): a decode layer's
+    attention as a model of that geometry runs it, gather and products together. On the CPU
+    reference the products' cost depends on the geometry, not only on the bytes: a bmm of 2 query
+    heads per KV head read 1.4-1.6x one of 1 or 4 over the same 32 MiB (2026-12-06, 2-core EPYC
+    VM: validation/results/cpu-epyc-zen3/0.49.0/decode_geometry.txt)."""
+    kv, group, d = geometry
+    return _paged_attention_call(device, seqs, context - 1, 1, kv * group, kv, head_dim=d)
+
+
+def decode_curve(t: dict, geometry: tuple[int, int, int], stream_bw: float, products_s, prefix: str = "dec") -> list:
+    """[[MiB, eta], ...] of a geometry's decode probes (mean times `t` under decode_key(prefix,
+    geometry, seqs, keys)), as kv_size_curve reads the gather's: each size's rate against the
+    weight-streaming bandwidth, its call's fixed part out, after `products_s(seqs, keys)` (the
+    products as the cost model prices them, on the compute roof) is taken off its time."""
+    kv, _, d = geometry
+    sizes = decode_sizes(geometry)
+    nbytes = [2 * s * c * kv * d * 4 for s, c in sizes]
+    times = [max(1e-9, t[decode_key(prefix, geometry, s, c)] - products_s(s, c)) for s, c in sizes]
+    return [[b / 2**20, float(printed(min(1.0, 1.0 / (x * stream_bw))))] for b, x in zip(nbytes, average_per_unit(nbytes, times))]
+
+
+def decode_key(prefix: str, geometry: tuple[int, int, int], seqs: int, context: int) -> str:
+    """A decode probe's name among the calibration's figures ("dec" cold, "decw" warm)."""
+    return f"{prefix}{geometry_label(geometry)}:{seqs}x{context}"
+
+
+def geometry_label(geometry: tuple[int, int, int]) -> str:
+    """An attention geometry as profiles key it: "KVxGxD" (KV heads, query heads per KV head, head_dim)."""
+    return "x".join(str(n) for n in geometry)
+
+
 def printed(x: float) -> float:
     """A curve's value as a profile writes it: four places, and never 0 (its values must be
     positive; a stretch of sizes no slower than the one before, as the small test form can read,
@@ -165,26 +206,26 @@ def attention_probe(device: str, seqs: int, queries: int, context: int, drafts: 
 
 
 def _paged_attention_call(device: str, seqs: int, context: int, queries: int, heads: int, kv_heads: int,
-                          drafts: bool = False):
+                          drafts: bool = False, head_dim: int = KV_DIM):
     """A call of the engine's paged attention (unchecked) over attention_args' batch."""
     from kernels import get_ops
-    args = attention_args(device, seqs, context, queries, heads, kv_heads, drafts)
+    args = attention_args(device, seqs, context, queries, heads, kv_heads, drafts, head_dim)
     ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
     return lambda: ops.paged_attention(*args, 0.125)
 
 
 def attention_args(device: str, seqs: int, context: int, queries: int, heads: int, kv_heads: int,
-                   drafts: bool = False) -> tuple:
+                   drafts: bool = False, head_dim: int = KV_DIM) -> tuple:
     """The paged-attention arguments before the scale (q, k, v, kv_slots, kv_lens, q_seq, q_pos,
     tree_start, q_anc) for `seqs` sequences each with `queries` query tokens after `context`
-    keys, `heads` query heads on `kv_heads` KV heads of KV_DIM (fp32, random). drafts: the
+    keys, `heads` query heads on `kv_heads` KV heads of `head_dim` (fp32, random). drafts: the
     queries are a root and a chain of drafts behind it (as a verification lays them out: a tree
     start and ancestor masks), else causal tokens."""
     from kernels.attention import NO_TREE, ancestor_masks
     per = context + queries
-    k = torch.randn(seqs * per, kv_heads, KV_DIM, device=device)
-    v = torch.randn(seqs * per, kv_heads, KV_DIM, device=device)
-    q = torch.randn(seqs * queries, heads, KV_DIM, device=device)
+    k = torch.randn(seqs * per, kv_heads, head_dim, device=device)                # (slots, kv_heads, head_dim)
+    v = torch.randn(seqs * per, kv_heads, head_dim, device=device)
+    q = torch.randn(seqs * queries, heads, head_dim, device=device)               # (tokens, heads, head_dim)
     kv_slots = torch.arange(seqs * per, device=device).view(seqs, per)
     lens = torch.full((seqs,), per, device=device)
     qs = torch.arange(seqs, device=device).repeat_interleave(queries)

@@ -59,6 +59,8 @@ gemm_half_rows: {m['gemm_half_rows']:.2f}
 eta_kv: {min(1.0, m['kv_gather_bw'] / m['stream_bw']):.4f}
 {('kv_sizes: ' + str(m['kv_sizes'])) if m.get('kv_sizes') else '# kv_sizes: none measured (eta_kv at every size)'}
 {('kv_sizes_warm: ' + str(m['kv_sizes_warm'])) if m.get('kv_sizes_warm') else '# kv_sizes_warm: none measured'}
+{('kv_decode: ' + str(m['kv_decode'])) if m.get('kv_decode') else '# kv_decode: none measured (decoding sequences on kv_sizes)'}
+{('kv_decode_warm: ' + str(m['kv_decode_warm'])) if m.get('kv_decode_warm') else '# kv_decode_warm: none measured'}
 eta_attn: {m['eta_attn']:.4f}
 fused_query_us: {m['fused_query_s'] * 1e6:.3f}
 fused_key_ns: {m['fused_key_s'] * 1e9:.3f}

@@ -173,10 +173,18 @@ def summary(errs: list[float]) -> dict:
 FIT = ("eta_compute", "eta_memory", "eta_kv", "eta_attn", "launch_s", "gemm_half_rows", "pass_overhead_s",
        "multi_query_s", "batch_query_s", "mixed_query_s", "elementwise_s")
 # fitted figure -> the measured curves it scales
-CURVES = {"eta_kv": ("kv_sizes", "kv_sizes_warm"), "elementwise_s": ("elementwise_sizes",)}
+CURVES = {"eta_kv": ("kv_sizes", "kv_sizes_warm", "kv_decode", "kv_decode_warm"), "elementwise_s": ("elementwise_sizes",)}
 SAMPLE_S = 0.06  # a point's calls per pass run for at least this long
 CAL_CYCLES = 2  # calibration cycles per pass, one probe or a few between consecutive points
 SCALES = (0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0)
+
+
+def scaled(curve: tuple, factor: float, cap: float) -> tuple:
+    """A measured curve ((size, value), ...), or curves by key ((key, curve), ...: kv_decode),
+    with every value times `factor`, at most `cap`."""
+    if curve and isinstance(curve[0][1], tuple):
+        return tuple((key, scaled(c, factor, cap)) for key, c in curve)
+    return tuple((n, min(cap, x * factor)) for n, x in curve)
 
 
 def fit(points: list[dict], hw) -> tuple[dict, object]:
@@ -199,7 +207,7 @@ def fit(points: list[dict], hw) -> tuple[dict, object]:
                 change = {name: v}
                 cap = 1.0 if name.startswith("eta_") else math.inf
                 for curve in CURVES.get(name, ()) if base else ():  # a measured curve that replaces it scales with it
-                    change[curve] = tuple((n, min(cap, x * v / base)) for n, x in getattr(cur, curve))
+                    change[curve] = scaled(getattr(cur, curve), v / base, cap)
                 cand = replace(cur, **change)
                 e = loss(cand)
                 if e < best - 1e-9:
@@ -219,7 +227,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     from engine.checkpoint import engine_dtype
     from engine.model import Model
     from kernels.backend import default_backend
-    from sim.cost import model_shapes
+    from sim.cost import attention_geometry, model_shapes
     from sim.hardware import hardware_from_node
     from validation.calibrate import DEFAULT_CONTEXT, Calibration, context_model
     from validation.profile import write_profile
@@ -234,7 +242,8 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
                                      bytes_per_weight=width, bytes_per_kv=width))
              for name, changes in MODELS["cpu" if device == "cpu" else "gpu"]]
     cal = None if hardware else Calibration(size_mb, device=device, context=context_model(DEFAULT_CONTEXT),
-                                            models=[(spec.weight_bytes, model_shapes(spec)) for *_, spec in specs])
+                                            models=[(spec.weight_bytes, model_shapes(spec)) for *_, spec in specs],
+                                            geometries=[attention_geometry(spec) for *_, spec in specs])
     out.mkdir(parents=True, exist_ok=True)
     models, points = [], []
     for name, changes, spec in specs:
