@@ -85,8 +85,9 @@ class HardwareSpec:
     # space by the layer's whole gather), with the products the cost model prices on the compute
     # roof taken off. A model of a measured geometry (sim.cost.attention_geometry) prices its
     # sequences with one query token on its own curve, the others on kv_sizes: the CPU
-    # reference's per-head products cost by the geometry, not only the bytes (a bmm of 2 query
-    # heads per KV head read 1.3x one of 1 over the same 32 MiB; validation/probes.py decode_probe).
+    # reference's per-head products cost by the geometry, not only the bytes (a decode call of 2
+    # query heads per KV head took 1.2-1.4x one of 1 over the same 32 MiB: validation/probes.py
+    # decode_probe).
     # Empty: kv_sizes for every sequence
     kv_decode: tuple = ()
     kv_decode_warm: tuple = ()  # the same with the K and V in the last-level cache (as kv_sizes_warm)

@@ -17,7 +17,7 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     """The small form measures every figure and writes a profile that reads back to them, to the
     precision the profile writes. Figures that are differences of two timed calls are clamped at
     0 and can read 0 on a loaded host (a test run beside others), so only their sign is checked."""
-    m = measure(size_mb=16, gemm_n=128, repeats=2)
+    m = measure(size_mb=16, gemm_n=128, repeats=2, geometries=[(2, 2, 64)])
     for key in ("copy_bw", "stream_bw", "flops_fp32", "launch_s", "layer_s", "probe_layer_s", "step_s", "seq_s",
                 "alloc_op_s", "multi_query_s", "draft_first_s", "draft_pass_s", "draft_seq_s", "draft_pass_seq_s", "draft_node_s", "pass_s", "index_check_s", "mixed_query_s",
                 "batch_query_s", "fused_query_s", "fused_key_s", "elementwise_s", "logit_s", "draft_logit_s",
@@ -41,6 +41,10 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     assert 1e8 < m["copy_bw"] < 1e12 and 1e8 < m["flops_fp32"] < 1e13
     # the gather at 0.5 to 128 MiB a call, each a rate in (0, 1] of the streaming rate
     assert [mib for mib, _ in m["kv_sizes"]] == [0.5, 2, 8, 32, 128] and all(0 < e <= 1 for _, e in m["kv_sizes"])
+    # the family geometry's decode attention at the same sizes, cold and (where known) warm
+    assert list(m["kv_decode"]) == ["2x2x64"] and list(m["kv_decode_warm"]) == (["2x2x64"] if m["cache_bytes"] else [])
+    for curve in (*m["kv_decode"].values(), *m["kv_decode_warm"].values()):
+        assert [mib for mib, _ in curve] == [0.5, 2, 8, 32, 128] and all(0 < e <= 1 for _, e in curve)
     # the elementwise passes at 64 to 4,096 tokens of the family's layer: positive times per element
     assert len(m["elementwise_sizes"]) == 4 and all(0 < x < 100 for _, x in m["elementwise_sizes"])
     # a verification call is a whole call: microseconds at least
@@ -76,6 +80,8 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
         assert hw.gemm_rows_warm[1][1] == tuple((r, f) for r, f in m["gemm_rows_warm"][128])
         assert hw.cache_bytes == m["cache_bytes"]
         assert hw.kv_sizes_warm == tuple((mib * 2**20, e) for mib, e in m["kv_sizes_warm"])
+        assert hw.kv_decode_warm == (((2, 2, 64), tuple((mib * 2**20, e) for mib, e in m["kv_decode_warm"]["2x2x64"])),)
+    assert hw.kv_decode == (((2, 2, 64), tuple((mib * 2**20, e) for mib, e in m["kv_decode"]["2x2x64"])),)
 
 
 def test_cli_writes_where_asked(tmp_path, capsys):
@@ -717,3 +723,22 @@ def test_insitu_probe_times_each_part_where_the_engine_runs_it():
     assert step_parts(clock.steps, 3, INSITU_DEPTH) == {}  # no step of 3 sequences
     # the target's prefill and the shorter chains at the end are other steps, left out
     assert len(clock.steps) > len(whole)
+
+
+@pytest.mark.parametrize("geometry", [(2, 2, 64), (8, 4, 64), (1, 2, 128)])
+def test_decode_probes_read_the_gather_curves_bytes_and_take_the_products_off(geometry):
+    """A geometry's decode probes gather the gather curve's bytes (KV_SIZES); its curve reads
+    each size's rate with the call's fixed part and the products (as priced) taken off: calls
+    of a fixed part, products and bytes at 2 ns each give 1 / (2 ns x streaming rate)."""
+    from validation.probes import decode_curve, decode_key, decode_sizes, kv_gather_bytes, KV_SIZES
+    kv, _, d = geometry
+    sizes = decode_sizes(geometry)
+    assert [2 * s * c * kv * d * 4 for s, c in sizes] == [kv_gather_bytes(*size) for size in KV_SIZES]
+
+    def products(seqs, keys):
+        return 3e-6 * seqs * keys  # more than the bytes: left in, the rates would read 2.5x slower
+
+    t = {decode_key("dec", geometry, s, c): 4e-4 + products(s, c) + 2e-9 * 2 * s * c * kv * d * 4 for s, c in sizes}
+    curve = decode_curve(t, geometry, 1e11, products)
+    assert [mib for mib, _ in curve] == [0.5, 2, 8, 32, 128]
+    assert [e for _, e in curve] == pytest.approx([5.0e-3] * 5, abs=1e-4)

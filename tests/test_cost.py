@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.cost import ForwardCost, Work, bound_of, expected_experts, host_time
+from sim.cost import ForwardCost, Work, attention_geometry, bound_of, expected_experts, host_time
 from sim.hardware import hardware_from_node
 from sim.models import model_from_node
 from sim.specio import Node
@@ -358,6 +358,64 @@ def test_gather_rate_follows_the_measured_size_curve(tmp_path):
         assert cur(w).time - base(w).time == pytest.approx(want, rel=1e-9, abs=1e-15)
     assert cur(decode(1, 100)).time == pytest.approx(base(decode(1, 100)).time, rel=1e-12)  # below the curve
     assert round_trip(curved, tmp_path).kv_sizes == curved.kv_sizes
+
+
+def test_decoding_sequences_read_their_geometrys_decode_curve(tmp_path):
+    """With kv_decode, a model of a measured geometry (KV heads, query heads per KV head,
+    head_dim) reads its decoding sequences' share of a layer's gather on that curve, at the rate
+    for the layer's whole gather, and the rest (sequences with several query tokens) on
+    kv_sizes; a model of another geometry reads kv_sizes throughout. It round-trips through a
+    profile, warm beside cached weights as kv_sizes_warm."""
+    import math
+    m = model("tiny")
+    assert attention_geometry(m) == (2, 2, 64) and attention_geometry(model("llama-3.2-1b")) == (8, 4, 64)
+    gen = dict(eta_kv=0.5, kv_sizes=[[8, 0.5], [128, 0.25]])
+    plain, curved = device("cpu", **gen), device("cpu", **gen, kv_decode={"2x2x64": [[8, 0.2], [128, 0.1]]})
+    base, cur = ForwardCost(m, plain), ForwardCost(m, curved)
+
+    def eta(b, lo, hi):  # log-interpolated between 8 and 128 MiB, held beyond
+        x = min(max(b / 2**20, 8), 128)
+        return lo + (hi - lo) * math.log(x / 8) / math.log(16)
+
+    for batch, ctx in ((1, 100), (4, 2000), (16, 2048), (64, 4000)):
+        w = decode(batch, ctx)
+        b = base.kv_tok * (w.kv_read + w.tokens)
+        want = m.layers * (b / (base.bw * eta(b, 0.2, 0.1)) - b / (base.bw * eta(b, 0.5, 0.25)))
+        assert cur(w).time - base(w).time == pytest.approx(want, rel=1e-9)
+        # every sequence verifying 3 drafts: kv_sizes alone
+        v = Work(tokens=4 * batch, seqs=batch, pairs=batch * 4 * (ctx + 4), kv_read=batch * (ctx + 4), lm_tokens=4 * batch,
+                 multi_tokens=4 * batch, multi_kv=batch * (ctx + 4))
+        assert cur(v).time == pytest.approx(base(v).time, rel=1e-12)
+        # half of them: their bytes on kv_sizes, the decoding half's on kv_decode, both at the whole gather's size
+        h = Work(tokens=batch // 2 * 4 + batch - batch // 2, seqs=batch, pairs=0, kv_read=batch // 2 * (ctx + 4)
+                 + (batch - batch // 2) * (ctx + 1), lm_tokens=batch, mixed=1, multi_tokens=batch // 2 * 4,
+                 multi_kv=batch // 2 * (ctx + 4))
+        b = base.kv_tok * (h.kv_read + h.tokens)
+        dec = base.kv_tok * (batch - batch // 2) * (ctx + 2)
+        want = m.layers * (dec / (base.bw * eta(b, 0.2, 0.1)) - dec / (base.bw * eta(b, 0.5, 0.25)))
+        assert cur(h).time - base(h).time == pytest.approx(want, rel=1e-9)
+    other = model("llama-3.2-1b")
+    assert ForwardCost(other, curved)(decode(4, 2000)).time == ForwardCost(other, plain)(decode(4, 2000)).time
+    assert round_trip(curved, tmp_path).kv_decode == (((2, 2, 64), ((8 * 2**20, 0.2), (128 * 2**20, 0.1))),)
+    # warm: while a layer's gather fits beside the cached weights
+    warm = device("cpu", **gen, cache_mb=64, kv_decode={"2x2x64": [[8, 0.2], [128, 0.1]]},
+                  kv_decode_warm={"2x2x64": [[8, 0.4], [128, 0.3]]})
+    assert round_trip(warm, tmp_path).kv_decode_warm == (((2, 2, 64), ((8 * 2**20, 0.4), (128 * 2**20, 0.3))),)
+    f = ForwardCost(m, warm.for_weights(m.weight_bytes))
+    assert f.kv_time(2**20, 2**20) == pytest.approx(2**20 / (f.bw * 0.4), rel=1e-12)
+    assert f.kv_time(2**30, 2**30) == pytest.approx(2**30 / (f.bw * 0.1), rel=1e-12)
+
+
+@pytest.mark.parametrize("extra,msg", [({"kv_decode": {"2x2": [[8, 0.5]]}}, "KVxGxD"),
+                                       ({"kv_decode": {"2x0x64": [[8, 0.5]]}}, "positive"),
+                                       ({"kv_decode": [[8, 0.5]]}, "mapping"),
+                                       ({"kv_decode": {"2x2x64": [[8, 1.5]]}}, "1"),
+                                       ({"kv_decode_warm": {"2x2x64": [[8, 0.5]]}}, "cache_mb")])
+def test_bad_decode_curves_are_rejected(extra, msg):
+    from sim.errors import SpecError
+    with pytest.raises(SpecError, match=msg) as e:
+        device("cpu", **extra)
+    assert "kv_decode" in str(e.value)
 
 
 def test_elementwise_passes_follow_the_measured_size_curve(tmp_path):

@@ -137,13 +137,19 @@ def test_speedup_falls_with_concurrency_and_survives_long_context(tmp_path):
                                               "multi_query_us": 200.0, "batch_query_us": 150.0,
                                               "mixed_query_us": 120.0, "fused_query_us": 3.0, "fused_key_ns": 40.0,
                                               "kv_sizes": [[1, 0.9], [64, 0.6], [2048, 0.3]],
-                                              "elementwise_sizes": [[0.1, 1.0], [100, 3.0]]}])
+                                              "elementwise_sizes": [[0.1, 1.0], [100, 3.0]]},
+                                      {"preset": "cpu", "attn_dense": True, "fused_key_ns": 40.0, "mixed_query_us": 120.0,
+                                       "kv_decode": {"8x4x128": [[1, 0.5], [64, 0.2], [2048, 0.1]]}},
+                                      {"preset": "cpu", "attn_dense": True, "fused_key_ns": 40.0,
+                                       "kv_sizes": [[1, 0.9], [64, 0.6], [2048, 0.3]],
+                                       "kv_decode": {"8x4x128": [[1, 0.5], [64, 0.2], [2048, 0.1]]}}])
 @pytest.mark.parametrize("kind", ["chain", "levels", "catch_up"])
 def test_passpricer_compiled_equals_direct(tmp_path, hardware, kind):
     """Also on a CPU-like profile: attention's roofs added (attn_dense), query host terms, the
     fused attention's terms of catch-up passes (mixed, per query and per key: linear in the
     context), the gather's and the elementwise passes' rates by size (the gather's is not linear
-    in the context, which the compiled form otherwise assumes)."""
+    in the context, which the compiled form otherwise assumes), and the decoding sequences'
+    gather on the geometry's own decode curve, with or without kv_sizes beside it."""
     trace = make_trace(tmp_path, model="llama-3.1-8b", **({"hardware": hardware} if hardware else {}))
     p = PassPricer(eagle_head(trace.model), trace.hardware, 1, fuse_input=True, tree_levels=kind == "levels",
                    catch_up=kind == "catch_up")

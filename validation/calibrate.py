@@ -411,9 +411,10 @@ class Calibration:
 
 
 def measure(size_mb: int = 512, gemm_n: int = 1024, repeats: int = 7, device: str = "cpu",
-            context: ModelSpec | None = None) -> dict:
-    """Every probe's figure over `repeats` rounds (Calibration, amid `context`'s memory traffic)."""
-    cal = Calibration(size_mb, gemm_n, device, context)
+            context: ModelSpec | None = None, geometries=None) -> dict:
+    """Every probe's figure over `repeats` rounds (Calibration, amid `context`'s memory traffic;
+    decode curves for `geometries`, None: the context's)."""
+    cal = Calibration(size_mb, gemm_n, device, context, geometries=geometries)
     for _ in range(max(1, repeats)):
         cal.round()
     return cal.figures()

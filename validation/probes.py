@@ -129,9 +129,10 @@ def decode_probe(device: str, seqs: int, context: int, geometry: tuple[int, int,
     """The engine's paged attention with `seqs` sequences each decoding one token over `context`
     keys in `geometry` (KV heads, query heads per KV head, head_dim; fp32): a decode layer's
     attention as a model of that geometry runs it, gather and products together. On the CPU
-    reference the products' cost depends on the geometry, not only on the bytes: a bmm of 2 query
-    heads per KV head read 1.4-1.6x one of 1 or 4 over the same 32 MiB (2026-12-06, 2-core EPYC
-    VM: validation/results/cpu-epyc-zen3/0.49.0/decode_geometry.txt)."""
+    reference the products' cost depends on the geometry, not only on the bytes: over the same
+    32 MiB the per-head products of 2 query heads per KV head took 1.5-1.9x those of 1, the whole
+    call 1.2-1.4x, and 8 per KV head 2.7x and 2.1x (2026-12-06, 2-core EPYC VM:
+    validation/results/cpu-epyc-zen3/0.49.0/decode_geometry.txt)."""
     kv, group, d = geometry
     return _paged_attention_call(device, seqs, context - 1, 1, kv * group, kv, head_dim=d)
 
