@@ -136,7 +136,7 @@ class PassPricer:
         return {"mixed": int(several < n), "multi_tokens": rows, "multi_kv": several * (ctx_sum / n + j) + rows}
 
     def _compile(self, n: int, passes: tuple[tuple[int, int, int], ...]) -> tuple:
-        """(fixed Cost of all passes, [(c0, c1, m0, m1, f0, f1, b0, b1) per pass], [(k0, k1) per pass]
+        """(fixed Cost of all passes, [(c0, c1, m0, m1, f0, f1, b0, b1) per pass], [(k0, k1, d0, d1) per pass]
         or [], s1) such that pass j's attention at Σctx = x costs max(c0 + c1·x, m0 + m1·x) seconds
         (their sum: attn_dense), f0 + f1·x FLOPs, b0 + b1·x bytes; with a measured kv_sizes curve
         its memory roof adds the gather of k0 + k1·x bytes at that size's rate (not linear in x), d0 +
