@@ -68,3 +68,14 @@ def test_the_grid_has_mixed_points_and_each_runs_in_the_engine_with_its_priced_t
     hidden, logits = point_call(model, p, "cpu")()
     w = work_of(p)
     assert hidden.shape[0] == w.tokens and logits.shape[0] == w.lm_tokens
+
+
+def test_fit_scales_flat_and_keyed_curves_alike():
+    """`scaled` (steptime --fit's step on a figure's measured curves) multiplies every value of a
+    size curve, or of each curve of a table by key (kv_decode), and caps them."""
+    from validation.steptime import scaled
+    flat = ((1.0, 0.2), (8.0, 0.6))
+    assert scaled(flat, 2.0, 1.0) == ((1.0, 0.4), (8.0, 1.0))
+    keyed = (((2, 2, 64), flat), ((8, 4, 64), ((4.0, 0.1),)))
+    assert scaled(keyed, 0.5, 1.0) == (((2, 2, 64), ((1.0, 0.1), (8.0, 0.3))), ((8, 4, 64), ((4.0, 0.05),)))
+    assert scaled((), 3.0, 1.0) == ()
