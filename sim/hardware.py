@@ -276,7 +276,7 @@ class HardwareSpec:
                                                   ("elementwise_sizes", self.elementwise_sizes, 1e6, 1e-9)):
             table |= {key: [[n / size_unit, x / value_unit] for n, x in curve]} if curve else {}
         for key, curves in (("kv_decode", self.kv_decode), ("kv_decode_warm", self.kv_decode_warm)):
-            table |= {key: {"x".join(map(str, g)): [[n / 2**20, x] for n, x in c] for g, c in curves}} if curves else {}
+            table |= {key: {geometry_label(g): [[n / 2**20, x] for n, x in c] for g, c in curves}} if curves else {}
         return {"description": self.description, "tflops": {d: f / 1e12 for d, f in self.flops.items()},
                 "memory_tb_s": self.mem_bw / 1e12, "memory_gb": self.mem_bytes / 1e9,
                 "interconnect_gb_s": self.link_bw / 1e9, "devices_per_node": self.devices_per_node,
@@ -496,6 +496,12 @@ def _size_curve(node: Node, size_unit: float, size_name: str, value_unit: float,
 def _gemm_rows_dict(table: tuple) -> dict:
     """A gemm_rows table in its profile form, {KiB: [[rows, fraction], ...]}."""
     return {int(b) // 1024: [list(p) for p in c] for b, c in table}
+
+
+def geometry_label(geometry: tuple[int, int, int]) -> str:
+    """An attention geometry as profiles key it (kv_decode): "KVxGxD" (KV heads, query heads per
+    KV head, head_dim)."""
+    return "x".join(str(n) for n in geometry)
 
 
 def _geometry_curves(node: Node) -> tuple:

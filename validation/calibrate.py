@@ -45,11 +45,12 @@ from validation.host_probes import (allocator_op, checkpoint_of, TINY_CHECKPOINT
 from validation.probes import (attention_figures, attention_key, attention_probe, ATTN_CALLS, decode_curve,
                                decode_key, decode_probe, decode_sizes, elementwise_curve, elementwise_probe, elementwise_time, EW_PAIR, EW_TOKENS,
                                KV_CONTEXT, kv_gather_bytes, kv_gather_probe, kv_key, KV_MIDDLE, KV_SEQS,
-                               kv_size_curve, KV_SIZES, geometry_label, last_level_cache_bytes,
+                               kv_size_curve, KV_SIZES, last_level_cache_bytes,
                                matmul_probes)  # noqa: E402
 from sim.cli import fail  # noqa: E402
 from sim.errors import SpecError  # noqa: E402
 from sim.cost import attention_geometry, model_shapes  # noqa: E402
+from sim.hardware import geometry_label  # noqa: E402
 from sim.models import ModelSpec  # noqa: E402
 from validation.timing import block_times, host_gap, interleaved_times, mean_time, steady_time  # noqa: E402
 from validation.profile import write_profile  # noqa: E402
@@ -230,11 +231,11 @@ class Calibration:
             if geometries is None:
                 geometries = [attention_geometry(context)] if context is not None else []
             self.geometries = sorted({g for g in geometries if g is not None})
-            decodes = {decode_key("dec", g, *size): decode_probe(device, *size, g)
-                       for g in self.geometries for size in decode_sizes(g)}
-            probes |= {k: cold(fn) for k, fn in decodes.items()}
+            decodes = {(g, size): decode_probe(device, *size, g) for g in self.geometries for size in decode_sizes(g)}
+            probes |= {decode_key("dec", g, *size): cold(fn) for (g, size), fn in decodes.items()}
             if self.cache_bytes:
-                probes |= {"decw" + k[3:]: lambda fn=fn: steady_time(fn, device, between=gap) for k, fn in decodes.items()}
+                probes |= {decode_key("decw", g, *size): lambda fn=fn: steady_time(fn, device, between=gap)
+                           for (g, size), fn in decodes.items()}
         else:
             self.geometries = []
             probes[kv_key("kv", KV_SEQS, KV_CONTEXT)] = timed(kv_gather_probe(device), 2)

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from sim import trees as T
+from sim.hardware import geometry_label
 from sim.models import ModelSpec
 from validation.timing import device_sync
 
@@ -91,9 +92,10 @@ def kv_key(prefix: str, seqs: int, context: int, kv_heads: int = KV_HEADS) -> st
     return f"{prefix}{seqs}x{context}" + (f"h{kv_heads}" if kv_heads != KV_HEADS else "")
 
 
-def kv_gather_bytes(seqs: int = KV_SEQS, context: int = KV_CONTEXT, kv_heads: int = KV_HEADS) -> int:
-    """Bytes of K and V (fp32) that kv_gather_probe reads a call."""
-    return 2 * seqs * context * kv_heads * KV_DIM * 4
+def kv_gather_bytes(seqs: int = KV_SEQS, context: int = KV_CONTEXT, kv_heads: int = KV_HEADS,
+                    head_dim: int = KV_DIM) -> int:
+    """Bytes of K and V (fp32) that kv_gather_probe (or a decode_probe of that geometry) reads a call."""
+    return 2 * seqs * context * kv_heads * head_dim * 4
 
 
 def kv_gather_probe(device: str, seqs: int = KV_SEQS, context: int = KV_CONTEXT, kv_heads: int = KV_HEADS):
@@ -113,8 +115,14 @@ def kv_size_curve(t: dict, stream_bw: float, prefix: str = "kv") -> list[list[fl
     fixed part left out, which the layer's host time, launch_us, holds) against the
     weight-streaming bandwidth, at most 1 (and at least the last place written)."""
     sizes = [kv_gather_bytes(*size) for size in KV_SIZES]
-    per_byte = average_per_unit(sizes, [t[kv_key(prefix, *size)] for size in KV_SIZES])
-    return [[b / 2**20, printed(min(1.0, 1.0 / (x * stream_bw)))] for b, x in zip(sizes, per_byte)]
+    return eta_curve(sizes, [t[kv_key(prefix, *size)] for size in KV_SIZES], stream_bw)
+
+
+def eta_curve(nbytes: list[int], times: list[float], stream_bw: float) -> list[list[float]]:
+    """[[MiB, eta], ...] from mean call times at ascending byte sizes: each size's rate
+    (average_per_unit, the calls' fixed part out) against the streaming bandwidth, at most 1."""
+    per_byte = average_per_unit(nbytes, times)
+    return [[b / 2**20, float(printed(min(1.0, 1.0 / (x * stream_bw))))] for b, x in zip(nbytes, per_byte)]
 
 
 def decode_sizes(geometry: tuple[int, int, int]) -> list[tuple[int, int]]:
@@ -122,7 +130,7 @@ def decode_sizes(geometry: tuple[int, int, int]) -> list[tuple[int, int]]:
     query heads per KV head, head_dim; sim.cost.attention_geometry): KV_SIZES' sequences and
     bytes of fp32 K and V a call, the keys scaled to the geometry's rows."""
     kv, _, d = geometry
-    return [(s, max(1, round(kv_gather_bytes(s, c, h) / (2 * s * kv * d * 4)))) for s, c, h in KV_SIZES]
+    return [(s, max(1, round(kv_gather_bytes(s, c, h) / kv_gather_bytes(s, 1, kv, d)))) for s, c, h in KV_SIZES]
 
 
 def decode_probe(device: str, seqs: int, context: int, geometry: tuple[int, int, int]):
@@ -144,19 +152,13 @@ def decode_curve(t: dict, geometry: tuple[int, int, int], stream_bw: float, prod
     products as the cost model prices them, on the compute roof) is taken off its time."""
     kv, _, d = geometry
     sizes = decode_sizes(geometry)
-    nbytes = [2 * s * c * kv * d * 4 for s, c in sizes]
     times = [max(1e-9, t[decode_key(prefix, geometry, s, c)] - products_s(s, c)) for s, c in sizes]
-    return [[b / 2**20, float(printed(min(1.0, 1.0 / (x * stream_bw))))] for b, x in zip(nbytes, average_per_unit(nbytes, times))]
+    return eta_curve([kv_gather_bytes(s, c, kv, d) for s, c in sizes], times, stream_bw)
 
 
 def decode_key(prefix: str, geometry: tuple[int, int, int], seqs: int, context: int) -> str:
     """A decode probe's name among the calibration's figures ("dec" cold, "decw" warm)."""
     return f"{prefix}{geometry_label(geometry)}:{seqs}x{context}"
-
-
-def geometry_label(geometry: tuple[int, int, int]) -> str:
-    """An attention geometry as profiles key it: "KVxGxD" (KV heads, query heads per KV head, head_dim)."""
-    return "x".join(str(n) for n in geometry)
 
 
 def printed(x: float) -> float:
