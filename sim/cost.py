@@ -4,7 +4,7 @@ plus its launches (attention computes at η_attn of the compute rate; on a profi
 keys first and then computes, and its products cover each sequence's queries x gathered keys;
 where it measured `fused_query_us` and `fused_key_ns`, each query token of a sequence with several
 (verifying drafts, or a prefill chunk) and each key such a sequence attends to add theirs per
-query head; where a profile measured `elementwise_ns`, a layer's unfused
+query head (per key, by the sequence's query rows where it measured `fused_rows`); where a profile measured `elementwise_ns`, a layer's unfused
 elementwise passes add their time per activation element, and where it measured `logit_ns`,
 the sampling or verification after a pass its time per logit element, LM-head rows x vocab;
 where the warm matmul curves price a model whose weights fit the last-level cache, its memory
@@ -47,6 +47,7 @@ class Work(NamedTuple):
     # and verify_kv, over the sequences verifying drafts only
     multi_tokens: object = 0
     multi_kv: object = 0
+    multi_seqs: object = 0  # how many such sequences (their mean query rows: hardware.fused_rows)
 
 
 class Cost(NamedTuple):
@@ -138,6 +139,9 @@ class ForwardCost:
         self.attn_act_per_tok = 2 * m.heads * m.head_dim * ACT_BYTES / tp
         self.fused_query = hw.fused_query_s * m.heads / tp  # per query token of a sequence with several, all its heads
         self.fused_key = hw.fused_key_s * m.heads / tp  # per key such a sequence attends to
+        # and by its query rows where measured: (rows, per key, all its heads), up to the last rows
+        self.fused_rows = (np.array([r for r, _ in hw.fused_rows], float),
+                           np.array([x for _, x in hw.fused_rows]) * m.heads / tp) if hw.fused_rows else None
         self.launch = n * KERNELS_PER_LAYER * hw.launch_s
         dense_el, moe_el = elementwise_elems(m)
         self.elementwise = (self.dense * dense_el + self.moe * moe_el) / tp * hw.elementwise_s  # per token
@@ -191,15 +195,26 @@ class ForwardCost:
         c_attn, m_attn = run / self.attn_fc, self.kv_time(b_kv, b_dec) + self.attn_act_per_tok * tokens / self.bw
         if self.multi_query or self.batch_query or self.mixed_query:
             t = t + self.query_host(w.tokens, w.seqs, w.mixed)
-        if self.fused_query or self.fused_key:  # beside the roofs, for sequences with several query tokens
-            t = t + self.fused_time(w.multi_tokens, w.multi_kv)
+        if self.fused_query or self.fused_key or self.fused_rows is not None:  # beside the roofs: several query tokens
+            t = t + self.fused_time(w.multi_tokens, w.multi_kv, w.multi_seqs)
         return Cost(time=t + n * self.attention(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
 
-    def fused_time(self, multi_tokens, multi_kv):
+    def fused_time(self, multi_tokens, multi_kv, multi_seqs):
         """Every layer's fused-attention time beside the roofs: per query token and per key of the
-        sequences with several query tokens (Work.multi_tokens, multi_kv)."""
-        return self.n_layers * (self.fused_query * multi_tokens + self.fused_key * multi_kv)
+        `multi_seqs` sequences with several query tokens (Work.multi_tokens, multi_kv, multi_seqs)."""
+        return self.n_layers * (self.fused_query * multi_tokens + self.fused_key_rate(multi_tokens, multi_seqs) * multi_kv)
+
+    def fused_key_rate(self, multi_tokens, multi_seqs):
+        """Seconds a layer per key that sequences with several query tokens attend to: at their
+        mean query rows on hardware.fused_rows (interpolated) while those rows are within it, else
+        fused_key_s."""
+        if self.fused_rows is None:
+            return self.fused_key
+        at, per = self.fused_rows
+        rows = multi_tokens / np.maximum(multi_seqs, 1)
+        rate = np.where(rows <= at[-1], np.interp(rows, at, per), self.fused_key)
+        return rate if isinstance(rows, np.ndarray) else float(rate)
 
     def elementwise_time(self, tokens):
         """Every layer's unfused elementwise passes over `tokens` tokens: per element at the time

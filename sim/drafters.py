@@ -127,13 +127,14 @@ class PassPricer:
         return (reuse_factor(hw, tok, "later_layer") if self.layers_again else 1.0), reuse_factor(hw, lm, "later_lm")
 
     def paths(self, j: int, n: int, tok: int, several: int, ctx_sum) -> dict:
-        """Pass j's Work.mixed, multi_tokens and multi_kv at Σctx = ctx_sum: a catch-up pass's
-        `several` sequences with several rows attend to their context (the mean), the j
-        positions earlier passes appended and their rows; the others have one row each."""
+        """Pass j's Work.mixed, multi_tokens, multi_kv and multi_seqs at Σctx = ctx_sum: a
+        catch-up pass's `several` sequences with several rows attend to their context (the mean),
+        the j positions earlier passes appended and their rows; the others have one row each."""
         if not several or (j and not self.catch_up):
-            return {"mixed": 0, "multi_tokens": 0, "multi_kv": 0}
+            return {"mixed": 0, "multi_tokens": 0, "multi_kv": 0, "multi_seqs": 0}
         rows = tok - (n - several)
-        return {"mixed": int(several < n), "multi_tokens": rows, "multi_kv": several * (ctx_sum / n + j) + rows}
+        return {"mixed": int(several < n), "multi_tokens": rows, "multi_kv": several * (ctx_sum / n + j) + rows,
+                "multi_seqs": several}
 
     def _compile(self, n: int, passes: tuple[tuple[int, int, int], ...]) -> tuple:
         """(fixed Cost of all passes, [(c0, c1, m0, m1, f0, f1, b0, b1) per pass], [(k0, k1, d0, d1) per pass]
@@ -155,8 +156,8 @@ class PassPricer:
             t, f, b, c, m = t + part[0], f + part[1], b + part[2], c + part[3], m + part[4]
             at0, at1 = self.paths(j, n, tok, several, 0), self.paths(j, n, tok, several, 1)  # keys linear in Σctx
             t += fwd.query_host(tok, n, at0["mixed"])  # several query tokens per sequence (a tree level, a catch-up)
-            t += fwd.fused_time(at0["multi_tokens"], at0["multi_kv"])
-            s1 += fwd.fused_time(0, at1["multi_kv"] - at0["multi_kv"])
+            t += fwd.fused_time(at0["multi_tokens"], at0["multi_kv"], at0["multi_seqs"])
+            s1 += fwd.n_layers * fwd.fused_key_rate(at0["multi_tokens"], at0["multi_seqs"]) * (at1["multi_kv"] - at0["multi_kv"])
             if self.fuse:
                 fused = fused_input_cost(self.spec, self.hw, self.tp, tok)
                 t, f, b, c, m = t + fused.time, f + fused.flops, b + fused.bytes, c + fused.compute_time, m + fused.memory_time

@@ -168,6 +168,15 @@ class HardwareSpec:
     # (eta_kv, measured on decoding sequences) charges for it: the padded call's transposed copies
     # and its masked per-key work (the same probes); 0: none (the GPU presets)
     fused_key_s: float = 0.0
+    # measured per query rows: ((rows, seconds per key and query head), ...), rows ascending: what
+    # a sequence verifying `rows` query tokens pays per key it attends to, per query head, beyond
+    # its gather (at the KV gather rate) and its products (at eta_attn), in the CPU reference's
+    # fused call (validation/probes.py `fused_rows_curve`). Not linear in the rows: torch's fused
+    # attention on 3 or 7 rows read 20-30% slower a key than on 4 (2026-12-06, EPYC Zen 3), and
+    # from 48 rows on its per-key part grows again. Rows between two measured interpolate
+    # linearly; it prices sequences of 2 up to its last rows (the fused group call's most, 64),
+    # longer ones (prefill chunks: a call of their own) keep fused_key_s. Empty: fused_key_s for all
+    fused_rows: tuple = ()
     # time per activation element of a layer's unfused elementwise passes (norms, rotary
     # embedding, gating, residual adds: sim.cost.elementwise_elems per token), added to the
     # layer's matmuls; 0 where those passes are fused or hide under the roofline (the GPU presets)
@@ -275,6 +284,7 @@ class HardwareSpec:
                                                   ("kv_sizes_warm", self.kv_sizes_warm, 2**20, 1.0),
                                                   ("elementwise_sizes", self.elementwise_sizes, 1e6, 1e-9)):
             table |= {key: [[n / size_unit, x / value_unit] for n, x in curve]} if curve else {}
+        table |= {"fused_rows": [[r, x * 1e9] for r, x in self.fused_rows]} if self.fused_rows else {}
         for key, curves in (("kv_decode", self.kv_decode), ("kv_decode_warm", self.kv_decode_warm)):
             table |= {key: {geometry_label(g): [[n / 2**20, x] for n, x in c] for g, c in curves}} if curves else {}
         return {"description": self.description, "tflops": {d: f / 1e12 for d, f in self.flops.items()},
@@ -314,7 +324,7 @@ _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interco
          "seq_overhead_us", "alloc_op_us", "op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "kv_decode", "kv_decode_warm", "multi_query_us", "batch_query_us",
          "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "gemm_verify", "draft_node_us",
-         "medusa_first_us", "medusa_seq_us", "medusa_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns",
+         "medusa_first_us", "medusa_seq_us", "medusa_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns", "fused_rows",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
@@ -410,6 +420,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         attn_dense=f["attn_dense"].boolean() if "attn_dense" in f else None,
         fused_query_s=num("fused_query_us", 1e-6, hi=1e6),
         fused_key_s=num("fused_key_ns", 1e-9, hi=1e6),
+        fused_rows=_size_curve(f["fused_rows"], 1.0, "rows", 1e-9, 1e6, zero=True) if "fused_rows" in f else None,
         elementwise_s=num("elementwise_ns", 1e-9, hi=1e6),
         elementwise_sizes=_size_curve(f["elementwise_sizes"], 1e6, "million elements", 1e-9, 1e6)
         if "elementwise_sizes" in f else None,
@@ -480,13 +491,14 @@ def _speed_rates(node: Node) -> tuple:
     return rates
 
 
-def _size_curve(node: Node, size_unit: float, size_name: str, value_unit: float, hi: float) -> tuple:
+def _size_curve(node: Node, size_unit: float, size_name: str, value_unit: float, hi: float, zero: bool = False) -> tuple:
     """`[[size, value], ...]` (kv_sizes: MiB and eta_kv; elementwise_sizes: million elements and
-    ns): sizes ascending, values positive and at most `hi`; in SI units (x size_unit, value_unit)."""
+    ns; fused_rows: rows and ns): sizes ascending, values positive (or 0 where `zero`) and at most
+    `hi`; in SI units (x size_unit, value_unit)."""
     out: list = []
     for item in node.seq(min_len=1):
         pair = item.seq(min_len=2, max_len=2)
-        size, value = pair[0].number(lo=0, lo_open=True, hi=1e9), pair[1].number(lo=0, lo_open=True, hi=hi)
+        size, value = pair[0].number(lo=0, lo_open=True, hi=1e9), pair[1].number(lo=0, lo_open=not zero, hi=hi)
         if out and size * size_unit <= out[-1][0]:
             raise pair[0].error(f"sizes must ascend: {size:g} {size_name} follows {out[-1][0] / size_unit:g}")
         out.append((size * size_unit, value * value_unit))

@@ -112,16 +112,17 @@ class Batch:
                     **self.multi_work())
 
     def multi_work(self) -> dict:
-        """Work.multi_tokens and multi_kv: Σ over the sequences with several query tokens
-        (verifying drafts, or a prefill chunk) of their query tokens + drafted nodes, and of
-        those plus their context."""
-        tokens = keys = 0
+        """Work.multi_tokens, multi_kv and multi_seqs: Σ over the sequences with several query
+        tokens (verifying drafts, or a prefill chunk) of their query tokens + drafted nodes, and
+        of those plus their context; and how many they are."""
+        tokens = keys = seqs = 0
         for q, tree, ctx in zip(self.query, self.trees, self.context):
             n = q + len(tree)
             if n > 1:
                 tokens += n
                 keys += ctx + n
-        return {"multi_tokens": tokens, "multi_kv": keys}
+                seqs += 1
+        return {"multi_tokens": tokens, "multi_kv": keys, "multi_seqs": seqs}
 
     def shapes(self) -> list[tuple]:
         """The draft shapes (parents; () for none) of the sequences that sample this step."""

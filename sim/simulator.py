@@ -158,7 +158,7 @@ class Replica:
             copy = st.kv_copy_bytes - self._charged[2]
             self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
             main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens, int(0 < n_draft < B), verifying,
-                                         verifying + ctx_draft))
+                                         verifying + ctx_draft, n_draft))
             draft = spec.step_draft(n_draft, ctx_draft)
             host = host_time(hw, B, allocs + frees, copy)
             if self.verify_priced:

@@ -206,7 +206,7 @@ class Speculator:
         work = Work(tokens=tokens, seqs=batch, pairs=tokens * (ctx + 1) + drafting * nodes * max(depth, 1),
                     kv_read=batch * (ctx + 1), lm_tokens=tokens, mixed=int(0 < drafting < batch),
                     multi_tokens=drafting * (1 + nodes) if nodes else 0,
-                    multi_kv=drafting * (ctx + 1 + nodes) if nodes else 0)
+                    multi_kv=drafting * (ctx + 1 + nodes) if nodes else 0, multi_seqs=drafting if nodes else 0)
         hw = self.trace.hardware
         t = self.target(work).time + host_time(hw, batch)
         if not depth:
