@@ -45,6 +45,9 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     assert list(m["kv_decode"]) == ["2x2x64"] and list(m["kv_decode_warm"]) == (["2x2x64"] if m["cache_bytes"] else [])
     for curve in (*m["kv_decode"].values(), *m["kv_decode_warm"].values()):
         assert [mib for mib, _ in curve] == [0.5, 2, 8, 32, 128] and all(0 < e <= 1 for _, e in curve)
+    # the fused call's per-key part at each of its rows, ns, none negative
+    from validation.probes import FUSED_ROWS
+    assert [r for r, _ in m["fused_rows"]] == list(FUSED_ROWS) and all(0 <= x < 1e5 for _, x in m["fused_rows"])
     # the elementwise passes at 64 to 4,096 tokens of the family's layer: positive times per element
     assert len(m["elementwise_sizes"]) == 4 and all(0 < x < 100 for _, x in m["elementwise_sizes"])
     # a verification call is a whole call: microseconds at least
@@ -82,6 +85,7 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
         assert hw.kv_sizes_warm == tuple((mib * 2**20, e) for mib, e in m["kv_sizes_warm"])
         assert hw.kv_decode_warm == (((2, 2, 64), tuple((mib * 2**20, e) for mib, e in m["kv_decode_warm"]["2x2x64"])),)
     assert hw.kv_decode == (((2, 2, 64), tuple((mib * 2**20, e) for mib, e in m["kv_decode"]["2x2x64"])),)
+    assert hw.fused_rows == pytest.approx(tuple((r, x * 1e-9) for r, x in m["fused_rows"]))
 
 
 def test_cli_writes_where_asked(tmp_path, capsys):
@@ -212,6 +216,28 @@ def test_attention_figures_recover_the_rate_and_costs_they_were_built_from():
     # the extra time no more than the extra reads: products are not what limits it
     flat = {k: 1e-3 for k in times(0.0, 0.0)}
     assert attention_figures(flat, gather, peak)[0] == 1.0
+
+
+def test_fused_rows_curve_recovers_the_per_key_parts_it_was_built_from():
+    """Rows probe times built from a fixed part per call, a part per query head, the keys' reading
+    at the gather rate, their products at a known rate and a per-key part that is not linear in the
+    rows give that per-key part back at every rows (to the 0.01 ns the figure keeps); a part below 0
+    (products priced slower than they ran) reads 0."""
+    from validation.probes import (ATTN_HEADS, FUSED_ROWS, KV_DIM, KV_HEADS, ROWS_CONTEXTS, ROWS_SEQS,
+                                   fused_rows_curve, rows_key)
+    gather, per_flop = 2e9, 1 / 30e9
+    read = 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather / ATTN_HEADS  # a key, per query head
+    true = {r: (60 + 25 * (r % 2) + (r > 32) * r) * 1e-9 for r in FUSED_ROWS}  # odd rows dearer, a rise past 32
+
+    def times(part):
+        return {rows_key(r, c): 2e-3 + ROWS_SEQS * r * ATTN_HEADS * 1e-6
+                + ATTN_HEADS * ROWS_SEQS * (c + r) * (read + r * 4 * KV_DIM * per_flop + part(r))
+                for r in FUSED_ROWS for c in ROWS_CONTEXTS}
+
+    got = fused_rows_curve(times(true.get), gather, per_flop)
+    assert [r for r, _ in got] == list(FUSED_ROWS)
+    assert [x for _, x in got] == pytest.approx([true[r] * 1e9 for r in FUSED_ROWS], abs=0.006)
+    assert all(x == 0.0 for _, x in fused_rows_curve(times(lambda r: -r * 4 * KV_DIM * per_flop), gather, per_flop))
 
 
 def test_fit_parts_keeps_parts_non_negative():

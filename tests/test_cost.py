@@ -626,6 +626,40 @@ def test_sequences_with_several_query_tokens_pay_fused_query_and_key(tmp_path):
             device("cpu", **{key: -1.0})
 
 
+def test_fused_rows_price_each_key_by_the_sequences_query_rows(tmp_path):
+    """fused_rows replaces fused_key_ns for sequences of 2 up to its last measured rows, at their
+    mean rows (Work.multi_tokens / multi_seqs) interpolated linearly; longer ones (a prefill chunk)
+    keep fused_key_ns; per query-token pricing (fused_query_us) is unchanged; arrays price as
+    scalars; the table round-trips and bad tables are refused."""
+    m = model("tiny")
+    curve = [[2, 30.0], [4, 10.0], [8, 50.0]]
+    base = device("cpu", fused_query_us=1.5, fused_key_ns=20.0)
+    rows = device("cpu", fused_query_us=1.5, fused_key_ns=20.0, fused_rows=curve)
+    cases = (  # (Work, its keys, ns a key and query head)
+        (Work(tokens=16, seqs=4, pairs=1600, kv_read=416, lm_tokens=16, multi_tokens=16, multi_kv=416, multi_seqs=4),
+         416, 10.0),
+        (Work(tokens=12, seqs=4, pairs=1200, kv_read=412, lm_tokens=12, multi_tokens=12, multi_kv=412, multi_seqs=4),
+         412, 20.0),  # 3 rows: halfway between 30 and 10
+        (Work(tokens=9, seqs=4, pairs=900, kv_read=406, lm_tokens=9, mixed=1, multi_tokens=6, multi_kv=206,
+              multi_seqs=1), 206, 25.0),  # 6 rows
+        (Work(tokens=512, seqs=1, pairs=512 * 513 // 2, kv_read=512, lm_tokens=1, multi_tokens=512, multi_kv=512,
+              multi_seqs=1), 512, 20.0))  # beyond the table: fused_key_ns
+    for w, keys, ns in cases:
+        d = ForwardCost(m, rows)(w).time - ForwardCost(m, base)(w).time
+        assert d == pytest.approx(m.layers * m.heads * keys * (ns - 20.0) * 1e-9, abs=1e-12)
+    fields = ("tokens", "seqs", "pairs", "kv_read", "lm_tokens", "mixed", "multi_tokens", "multi_kv", "multi_seqs")
+    vec = Work(*(np.array([getattr(w, f) for w, _, _ in cases]) for f in fields))
+    one = [ForwardCost(m, rows)(w).time for w, _, _ in cases]
+    assert ForwardCost(m, rows)(vec).time == pytest.approx(np.array(one), rel=1e-12)
+    h2 = round_trip(rows, tmp_path)
+    assert h2.fused_rows == pytest.approx(tuple((r, x * 1e-9) for r, x in curve))
+    assert device("h100-sxm").fused_rows == ()
+    from sim.errors import SpecError
+    for bad in ([[4, 1.0], [2, 1.0]], [[2, -1.0]], [[0, 1.0]], [[2]]):
+        with pytest.raises(SpecError, match="fused_rows"):
+            device("cpu", fused_rows=bad)
+
+
 def test_elementwise_passes_add_per_token_and_layer():
     """elementwise_ns prices each layer's unfused elementwise passes per activation element,
     on top of the matmuls; 0 (every preset) adds nothing."""

@@ -139,7 +139,8 @@ def test_speedup_falls_with_concurrency_and_survives_long_context(tmp_path):
                                               "kv_sizes": [[1, 0.9], [64, 0.6], [2048, 0.3]],
                                               "elementwise_sizes": [[0.1, 1.0], [100, 3.0]]},
                                       {"preset": "cpu", "attn_dense": True, "fused_key_ns": 40.0, "mixed_query_us": 120.0,
-                                       "kv_decode": {"8x4x128": [[1, 0.5], [64, 0.2], [2048, 0.1]]}},
+                                       "kv_decode": {"8x4x128": [[1, 0.5], [64, 0.2], [2048, 0.1]]},
+                                       "fused_rows": [[2, 90.0], [3, 120.0], [4, 60.0], [16, 30.0]]},
                                       {"preset": "cpu", "attn_dense": True, "fused_key_ns": 40.0,
                                        "kv_sizes": [[1, 0.9], [64, 0.6], [2048, 0.3]],
                                        "kv_decode": {"8x4x128": [[1, 0.5], [64, 0.2], [2048, 0.1]]}}])
@@ -149,7 +150,8 @@ def test_passpricer_compiled_equals_direct(tmp_path, hardware, kind):
     fused attention's terms of catch-up passes (mixed, per query and per key: linear in the
     context), the gather's and the elementwise passes' rates by size (the gather's is not linear
     in the context, which the compiled form otherwise assumes), and the decoding sequences'
-    gather on the geometry's own decode curve, with or without kv_sizes beside it."""
+    gather on the geometry's own decode curve, with or without kv_sizes beside it; and the fused
+    call's per-key part by the catch-up sequences' rows (fused_rows)."""
     trace = make_trace(tmp_path, model="llama-3.1-8b", **({"hardware": hardware} if hardware else {}))
     p = PassPricer(eagle_head(trace.model), trace.hardware, 1, fuse_input=True, tree_levels=kind == "levels",
                    catch_up=kind == "catch_up")

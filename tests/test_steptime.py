@@ -47,7 +47,7 @@ def test_a_mixed_point_prices_half_verifying_half_decoding_as_the_scheduler_woul
     p = {"kind": "mixed4", "batch": 4, "context": 128, "q": 1, "tree": T.chain(4), "drafting": 2}
     w = work_of(p)
     assert (w.tokens, w.seqs, w.pairs, w.kv_read, w.lm_tokens) == (12, 4, 2 * 655 + 2 * 129, 4 * 129, 12)
-    assert (w.mixed, w.multi_tokens, w.multi_kv) == (1, 10, 2 * 133)
+    assert (w.mixed, w.multi_tokens, w.multi_kv, w.multi_seqs) == (1, 10, 2 * 133, 2)
     uniform = work_of({**p, "kind": "chain4", "drafting": 4})
     assert (uniform.pairs, uniform.mixed, uniform.multi_tokens) == (4 * 655, 0, 20)
     old = {k: v for k, v in p.items() if k != "drafting"}  # a point from a grid before 0.47.0

@@ -302,7 +302,7 @@ def fused_rows_curve(t: dict, gather_bw: float, per_flop: float) -> list[list[fl
     out = []
     for r in FUSED_ROWS:
         per_key = (t[rows_key(r, hi)] - t[rows_key(r, lo)]) / (ATTN_HEADS * ROWS_SEQS * (hi - lo))
-        out.append([r, round(max(0.0, per_key - read - r * 4 * KV_DIM * per_flop) * 1e9, 2)])
+        out.append([r, round(float(max(0.0, per_key - read - r * 4 * KV_DIM * per_flop)) * 1e9, 2)])
     return out
 
 
