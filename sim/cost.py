@@ -139,9 +139,10 @@ class ForwardCost:
         self.attn_act_per_tok = 2 * m.heads * m.head_dim * ACT_BYTES / tp
         self.fused_query = hw.fused_query_s * m.heads / tp  # per query token of a sequence with several, all its heads
         self.fused_key = hw.fused_key_s * m.heads / tp  # per key such a sequence attends to
-        # and by its query rows where measured: (rows, per key, all its heads), up to the last rows
-        self.fused_rows = (np.array([r for r, _ in hw.fused_rows], float),
-                           np.array([x for _, x in hw.fused_rows]) * m.heads / tp) if hw.fused_rows else None
+        # and by its query rows and size where measured: (log sizes, [(rows, per key, all its heads)])
+        self.fused_rows = (np.log([b for b, _ in hw.fused_rows]),
+                           [(np.array([r for r, _ in c], float), np.array([x for _, x in c]) * m.heads / tp)
+                            for _, c in hw.fused_rows]) if hw.fused_rows else None
         self.launch = n * KERNELS_PER_LAYER * hw.launch_s
         dense_el, moe_el = elementwise_elems(m)
         self.elementwise = (self.dense * dense_el + self.moe * moe_el) / tp * hw.elementwise_s  # per token
@@ -203,18 +204,29 @@ class ForwardCost:
     def fused_time(self, multi_tokens, multi_kv, multi_seqs):
         """Every layer's fused-attention time beside the roofs: per query token and per key of the
         `multi_seqs` sequences with several query tokens (Work.multi_tokens, multi_kv, multi_seqs)."""
-        return self.n_layers * (self.fused_query * multi_tokens + self.fused_key_rate(multi_tokens, multi_seqs) * multi_kv)
+        return self.n_layers * (self.fused_query * multi_tokens
+                                + self.fused_key_rate(multi_tokens, multi_seqs, multi_kv) * multi_kv)
 
-    def fused_key_rate(self, multi_tokens, multi_seqs):
-        """Seconds a layer per key that sequences with several query tokens attend to: at their
-        mean query rows on hardware.fused_rows (interpolated) while those rows are within it, else
-        fused_key_s."""
+    def fused_key_rate(self, multi_tokens, multi_seqs, multi_kv):
+        """Seconds a layer per key that sequences with several query tokens attend to: on
+        hardware.fused_rows at their mean query rows (while within a curve's rows) and their K and
+        V's bytes (multi_kv keys), else fused_key_s."""
         if self.fused_rows is None:
             return self.fused_key
-        at, per = self.fused_rows
+        sizes, curves = self.fused_rows
         rows = multi_tokens / np.maximum(multi_seqs, 1)
-        rate = np.where(rows <= at[-1], np.interp(rows, at, per), self.fused_key)
-        return rate if isinstance(rows, np.ndarray) else float(rate)
+        rates = [np.where(rows <= at[-1], np.interp(rows, at, per), self.fused_key) for at, per in curves]
+        if len(rates) == 1:
+            rate = rates[0]
+        else:  # linear in log size between the two curves around it, held beyond the ends
+            x = np.log(np.maximum(self.kv_tok * multi_kv, 1.0))
+            k = np.clip(np.searchsorted(sizes, x) - 1, 0, len(sizes) - 2)
+            w = np.clip((x - sizes[k]) / (sizes[k + 1] - sizes[k]), 0.0, 1.0)
+            stack = np.array(np.broadcast_arrays(*rates))  # (curves, ...)
+            lo = np.take_along_axis(stack, np.asarray(k)[None], 0)[0]
+            hi = np.take_along_axis(stack, np.asarray(k + 1)[None], 0)[0]
+            rate = lo * (1 - w) + hi * w
+        return rate if isinstance(rate, np.ndarray) and rate.ndim else float(rate)
 
     def elementwise_time(self, tokens):
         """Every layer's unfused elementwise passes over `tokens` tokens: per element at the time

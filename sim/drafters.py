@@ -138,13 +138,15 @@ class PassPricer:
 
     def _compile(self, n: int, passes: tuple[tuple[int, int, int], ...]) -> tuple:
         """(fixed Cost of all passes, [(c0, c1, m0, m1, f0, f1, b0, b1) per pass], [(k0, k1, d0, d1) per pass]
-        or [], s1) such that pass j's attention at Σctx = x costs max(c0 + c1·x, m0 + m1·x) seconds
+        or [], several_rows) such that pass j's attention at Σctx = x costs max(c0 + c1·x, m0 + m1·x) seconds
         (their sum: attn_dense), f0 + f1·x FLOPs, b0 + b1·x bytes; with a measured kv_sizes curve
         its memory roof adds the gather of k0 + k1·x bytes at that size's rate (not linear in x), d0 +
         d1·x of them the decoding sequences' (sim.cost.ForwardCost.kv_time);
-        and the fused attention's keys beside the roofs add s1·x seconds (paths)."""
+        and the fused attention beside the roofs, several_rows [(multi_tokens, kv0, kv1, multi_seqs) per catch-up pass]:
+        Work.multi_tokens, multi_kv = kv0 + kv1·x and multi_seqs (paths)."""
         fwd = self.fwd
-        t = f = b = c = m = s1 = 0.0
+        t = f = b = c = m = 0.0
+        several_rows: list = []
         lines, kv_bytes = [], []  # kv_bytes: each pass's gathered bytes at Σctx = x, (k0, k1, d0, d1) (measured curves)
         t += drafter_host_time(self.hw, n, [tok for tok, _, _ in passes], self.levels, self.catch_up)
         for j, (tok, lm, several) in enumerate(passes):
@@ -156,8 +158,8 @@ class PassPricer:
             t, f, b, c, m = t + part[0], f + part[1], b + part[2], c + part[3], m + part[4]
             at0, at1 = self.paths(j, n, tok, several, 0), self.paths(j, n, tok, several, 1)  # keys linear in Σctx
             t += fwd.query_host(tok, n, at0["mixed"])  # several query tokens per sequence (a tree level, a catch-up)
-            t += fwd.fused_time(at0["multi_tokens"], at0["multi_kv"], at0["multi_seqs"])
-            s1 += fwd.n_layers * fwd.fused_key_rate(at0["multi_tokens"], at0["multi_seqs"]) * (at1["multi_kv"] - at0["multi_kv"])
+            if at0["multi_tokens"]:  # priced in __call__: its rate by the keys' size is not linear in Σctx
+                several_rows.append((at0["multi_tokens"], at0["multi_kv"], at1["multi_kv"] - at0["multi_kv"], at0["multi_seqs"]))
             if self.fuse:
                 fused = fused_input_cost(self.spec, self.hw, self.tp, tok)
                 t, f, b, c, m = t + fused.time, f + fused.flops, b + fused.bytes, c + fused.compute_time, m + fused.memory_time
@@ -175,7 +177,7 @@ class PassPricer:
                                  fwd.kv_tok * (kv0 + tok - at0["multi_kv"] - at0["multi_tokens"]),
                                  fwd.kv_tok * (1 - several_kv)))
             lines.append((c0, dc, m0, dm, f0, df, b0, db))
-        return Cost(t, f, b, c, m), lines, kv_bytes, s1
+        return Cost(t, f, b, c, m), lines, kv_bytes, several_rows
 
     def direct(self, n: int, ctx_sum: int, passes) -> Cost:
         """The same price, pass by pass through the cost model (the definition; tests compare)."""
@@ -197,10 +199,11 @@ class PassPricer:
             if len(self._compiled) >= self.MAX_COMPILED:
                 self._compiled.clear()
             comp = self._compiled[key] = self._compile(n, tuple(pass_rows(p, n) for p in key[1]))
-        fixed, lines, kv_bytes, s1 = comp
+        fixed, lines, kv_bytes, several_rows = comp
         t, f, b, c, m = fixed
         x = ctx_sum
-        t += s1 * x
+        for tokens, kv0, kv1, seqs in several_rows:
+            t += self.fwd.fused_time(tokens, kv0 + kv1 * x, seqs)
         attention = self.fwd.attention
         for j, (c0, c1, m0, m1, f0, f1, b0, b1) in enumerate(lines):
             ca, ma = c0 + c1 * x, m0 + m1 * x

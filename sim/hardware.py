@@ -168,14 +168,17 @@ class HardwareSpec:
     # (eta_kv, measured on decoding sequences) charges for it: the padded call's transposed copies
     # and its masked per-key work (the same probes); 0: none (the GPU presets)
     fused_key_s: float = 0.0
-    # measured per query rows: ((rows, seconds per key and query head), ...), rows ascending: what
-    # a sequence verifying `rows` query tokens pays per key it attends to, per query head, beyond
-    # its gather (at the KV gather rate) and its products (at eta_attn), in the CPU reference's
-    # fused call (validation/probes.py `fused_rows_curve`). Not linear in the rows: torch's fused
-    # attention on 3 or 7 rows read 20-30% slower a key than on 4 (2026-12-06, EPYC Zen 3), and
-    # from 48 rows on its per-key part grows again. Rows between two measured interpolate
-    # linearly; it prices sequences of 2 up to its last rows (the fused group call's most, 64),
-    # longer ones (prefill chunks: a call of their own) keep fused_key_s. Empty: fused_key_s for all
+    # measured per query rows and size: ((bytes, ((rows, seconds per key and query head), ...)),
+    # ...), both ascending: what a sequence verifying `rows` query tokens pays per key it attends
+    # to, per query head, beyond its gather (at the KV gather rate) and its products (at
+    # eta_attn), in the CPU reference's fused call, where the K and V of the pass's sequences
+    # with several query tokens are `bytes` a layer (validation/probes.py `fused_rows_curve`).
+    # Not linear in the rows: torch's fused attention on 3 or 7 rows read 20-30% slower a key
+    # than on 4, and from 48 rows on its per-key part grows again; and slower at 16-32 MiB than
+    # at 1-8 (2026-12-06, EPYC Zen 3). Rows interpolate linearly, sizes linearly in log size,
+    # held beyond the ends; it prices sequences of 2 up to a curve's last rows (the fused group
+    # call's most, 64), longer ones (prefill chunks: a call of their own) keep fused_key_s.
+    # Empty: fused_key_s for all
     fused_rows: tuple = ()
     # time per activation element of a layer's unfused elementwise passes (norms, rotary
     # embedding, gating, residual adds: sim.cost.elementwise_elems per token), added to the
@@ -284,7 +287,8 @@ class HardwareSpec:
                                                   ("kv_sizes_warm", self.kv_sizes_warm, 2**20, 1.0),
                                                   ("elementwise_sizes", self.elementwise_sizes, 1e6, 1e-9)):
             table |= {key: [[n / size_unit, x / value_unit] for n, x in curve]} if curve else {}
-        table |= {"fused_rows": [[r, x * 1e9] for r, x in self.fused_rows]} if self.fused_rows else {}
+        table |= {"fused_rows": {b / 2**20: [[r, x * 1e9] for r, x in c] for b, c in self.fused_rows}} \
+            if self.fused_rows else {}
         for key, curves in (("kv_decode", self.kv_decode), ("kv_decode_warm", self.kv_decode_warm)):
             table |= {key: {geometry_label(g): [[n / 2**20, x] for n, x in c] for g, c in curves}} if curves else {}
         return {"description": self.description, "tflops": {d: f / 1e12 for d, f in self.flops.items()},
@@ -420,7 +424,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         attn_dense=f["attn_dense"].boolean() if "attn_dense" in f else None,
         fused_query_s=num("fused_query_us", 1e-6, hi=1e6),
         fused_key_s=num("fused_key_ns", 1e-9, hi=1e6),
-        fused_rows=_size_curve(f["fused_rows"], 1.0, "rows", 1e-9, 1e6, zero=True) if "fused_rows" in f else None,
+        fused_rows=_sized_curves(f["fused_rows"]) if "fused_rows" in f else None,
         elementwise_s=num("elementwise_ns", 1e-9, hi=1e6),
         elementwise_sizes=_size_curve(f["elementwise_sizes"], 1e6, "million elements", 1e-9, 1e6)
         if "elementwise_sizes" in f else None,
@@ -528,6 +532,19 @@ def _geometry_curves(node: Node) -> tuple:
             raise node.error('expected attention geometries "KVxGxD" (KV heads, query heads per KV head, head_dim; '
                              f'positive) as keys, got {key!r}')
         out.append((tuple(int(x) for x in m.groups()), _size_curve(node.child(key), 2**20, "MiB", 1.0, 1.0)))
+    return tuple(sorted(out))
+
+
+def _sized_curves(node: Node) -> tuple:
+    """`fused_rows: {MiB: [[rows, ns], ...], ...}`: sizes positive, each a curve of rows
+    ascending and ns at least 0; in bytes, rows and seconds, sizes ascending."""
+    if not isinstance(node.value, dict) or not node.value:
+        raise node.error("expected a mapping of sizes in MiB to [[rows, ns], ...] curves")
+    out = []
+    for key in node.value:
+        if isinstance(key, bool) or not isinstance(key, (int, float)) or not 0 < key < 1e9:
+            raise node.error(f"expected sizes in MiB (positive numbers) as keys, got {key!r}")
+        out.append((key * 2**20, _size_curve(node.child(key), 1.0, "rows", 1e-9, 1e6, zero=True)))
     return tuple(sorted(out))
 
 

@@ -45,9 +45,11 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     assert list(m["kv_decode"]) == ["2x2x64"] and list(m["kv_decode_warm"]) == (["2x2x64"] if m["cache_bytes"] else [])
     for curve in (*m["kv_decode"].values(), *m["kv_decode_warm"].values()):
         assert [mib for mib, _ in curve] == [0.5, 2, 8, 32, 128] and all(0 < e <= 1 for _, e in curve)
-    # the fused call's per-key part at each of its rows, ns, none negative
+    # the fused call's per-key part at each of its rows and two sizes, ns, none negative
     from validation.probes import FUSED_ROWS
-    assert [r for r, _ in m["fused_rows"]] == list(FUSED_ROWS) and all(0 <= x < 1e5 for _, x in m["fused_rows"])
+    assert len(m["fused_rows"]) == 2 and all(mib > 0 for mib in m["fused_rows"])
+    for curve in m["fused_rows"].values():
+        assert [r for r, _ in curve] == list(FUSED_ROWS) and all(0 <= x < 1e5 for _, x in curve)
     # the elementwise passes at 64 to 4,096 tokens of the family's layer: positive times per element
     assert len(m["elementwise_sizes"]) == 4 and all(0 < x < 100 for _, x in m["elementwise_sizes"])
     # a verification call is a whole call: microseconds at least
@@ -85,7 +87,11 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
         assert hw.kv_sizes_warm == tuple((mib * 2**20, e) for mib, e in m["kv_sizes_warm"])
         assert hw.kv_decode_warm == (((2, 2, 64), tuple((mib * 2**20, e) for mib, e in m["kv_decode_warm"]["2x2x64"])),)
     assert hw.kv_decode == (((2, 2, 64), tuple((mib * 2**20, e) for mib, e in m["kv_decode"]["2x2x64"])),)
-    assert hw.fused_rows == pytest.approx(tuple((r, x * 1e-9) for r, x in m["fused_rows"]))
+    assert [b for b, _ in hw.fused_rows] == pytest.approx(sorted(mib * 2**20 for mib in m["fused_rows"]))
+    for (b, curve) in hw.fused_rows:
+        want = m["fused_rows"][round(b / 2**20, 2)]
+        assert [r for r, _ in curve] == [r for r, _ in want]
+        assert [x for _, x in curve] == pytest.approx([x * 1e-9 for _, x in want])
 
 
 def test_cli_writes_where_asked(tmp_path, capsys):
@@ -223,21 +229,25 @@ def test_fused_rows_curve_recovers_the_per_key_parts_it_was_built_from():
     at the gather rate, their products at a known rate and a per-key part that is not linear in the
     rows give that per-key part back at every rows (to the 0.01 ns the figure keeps); a part below 0
     (products priced slower than they ran) reads 0."""
-    from validation.probes import (ATTN_HEADS, FUSED_ROWS, KV_DIM, KV_HEADS, ROWS_CONTEXTS, ROWS_SEQS,
-                                   fused_rows_curve, rows_key)
+    from validation.probes import ATTN_HEADS, FUSED_ROWS, KV_DIM, KV_HEADS, ROWS_SIZES, fused_rows_curve, rows_key
     gather, per_flop = 2e9, 1 / 30e9
     read = 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather / ATTN_HEADS  # a key, per query head
-    true = {r: (60 + 25 * (r % 2) + (r > 32) * r) * 1e-9 for r in FUSED_ROWS}  # odd rows dearer, a rise past 32
+    def true(n, r):  # odd rows dearer, a rise past 32 rows, more at the larger size
+        return (60 + 25 * (r % 2) + (r > 32) * r + n) * 1e-9
 
     def times(part):
-        return {rows_key(r, c): 2e-3 + ROWS_SEQS * r * ATTN_HEADS * 1e-6
-                + ATTN_HEADS * ROWS_SEQS * (c + r) * (read + r * 4 * KV_DIM * per_flop + part(r))
-                for r in FUSED_ROWS for c in ROWS_CONTEXTS}
+        return {rows_key(n, r, c): 2e-3 + n * r * ATTN_HEADS * 1e-6
+                + ATTN_HEADS * n * (c + r) * (read + r * 4 * KV_DIM * per_flop + part(n, r))
+                for n, contexts in ROWS_SIZES for r in FUSED_ROWS for c in contexts}
 
-    got = fused_rows_curve(times(true.get), gather, per_flop)
-    assert [r for r, _ in got] == list(FUSED_ROWS)
-    assert [x for _, x in got] == pytest.approx([true[r] * 1e9 for r in FUSED_ROWS], abs=0.006)
-    assert all(x == 0.0 for _, x in fused_rows_curve(times(lambda r: -r * 4 * KV_DIM * per_flop), gather, per_flop))
+    got = fused_rows_curve(times(true), gather, per_flop)
+    key_mib = 2 * (KV_HEADS // 4) * KV_DIM * 4 / 2**20
+    assert list(got) == [round(n * (lo * hi) ** 0.5 * key_mib, 2) for n, (lo, hi) in ROWS_SIZES]
+    for (n, _), curve in zip(ROWS_SIZES, got.values()):
+        assert [r for r, _ in curve] == list(FUSED_ROWS)
+        assert [x for _, x in curve] == pytest.approx([true(n, r) * 1e9 for r in FUSED_ROWS], abs=0.006)
+    below = fused_rows_curve(times(lambda n, r: -r * 4 * KV_DIM * per_flop), gather, per_flop)
+    assert all(x == 0.0 for curve in below.values() for _, x in curve)
 
 
 def test_fit_parts_keeps_parts_non_negative():

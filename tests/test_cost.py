@@ -626,36 +626,51 @@ def test_sequences_with_several_query_tokens_pay_fused_query_and_key(tmp_path):
             device("cpu", **{key: -1.0})
 
 
-def test_fused_rows_price_each_key_by_the_sequences_query_rows(tmp_path):
-    """fused_rows replaces fused_key_ns for sequences of 2 up to its last measured rows, at their
-    mean rows (Work.multi_tokens / multi_seqs) interpolated linearly; longer ones (a prefill chunk)
-    keep fused_key_ns; per query-token pricing (fused_query_us) is unchanged; arrays price as
+def test_fused_rows_price_each_key_by_the_sequences_query_rows_and_size(tmp_path):
+    """fused_rows replaces fused_key_ns for sequences of 2 up to a curve's last rows, at their mean
+    rows (Work.multi_tokens / multi_seqs) interpolated linearly, and at their K and V's bytes
+    (multi_kv keys) between the two sizes' curves, linearly in log size and held beyond; longer
+    ones (a prefill chunk) keep fused_key_ns; fused_query_us is unchanged; arrays price as
     scalars; the table round-trips and bad tables are refused."""
     m = model("tiny")
-    curve = [[2, 30.0], [4, 10.0], [8, 50.0]]
+    f0 = ForwardCost(m, device("cpu"))
+    small, large = 100 * f0.kv_tok / 2**20, 10_000 * f0.kv_tok / 2**20  # MiB of 100 and 10,000 keys
+    curves = {small: [[2, 30.0], [4, 10.0], [8, 50.0]], large: [[2, 60.0], [4, 40.0], [8, 80.0]]}
     base = device("cpu", fused_query_us=1.5, fused_key_ns=20.0)
-    rows = device("cpu", fused_query_us=1.5, fused_key_ns=20.0, fused_rows=curve)
-    cases = (  # (Work, its keys, ns a key and query head)
-        (Work(tokens=16, seqs=4, pairs=1600, kv_read=416, lm_tokens=16, multi_tokens=16, multi_kv=416, multi_seqs=4),
-         416, 10.0),
-        (Work(tokens=12, seqs=4, pairs=1200, kv_read=412, lm_tokens=12, multi_tokens=12, multi_kv=412, multi_seqs=4),
-         412, 20.0),  # 3 rows: halfway between 30 and 10
-        (Work(tokens=9, seqs=4, pairs=900, kv_read=406, lm_tokens=9, mixed=1, multi_tokens=6, multi_kv=206,
-              multi_seqs=1), 206, 25.0),  # 6 rows
+    rows = device("cpu", fused_query_us=1.5, fused_key_ns=20.0, fused_rows=curves)
+
+    def chains(seqs, n, ctx):  # `seqs` sequences verifying n rows each after ctx keys
+        return Work(tokens=seqs * n, seqs=seqs, pairs=seqs * n * (ctx + n), kv_read=seqs * (ctx + n),
+                    lm_tokens=seqs * n, multi_tokens=seqs * n, multi_kv=seqs * (ctx + n), multi_seqs=seqs)
+    cases = (  # (Work, ns a key and query head)
+        (chains(4, 4, 21), 10.0),  # 100 keys: the small curve
+        (chains(4, 3, 22), 20.0),  # 3 rows: halfway between 30 and 10
+        (chains(1, 4, 46), 10.0),  # below the small size: held
+        (chains(4, 4, 2496), 40.0),  # 10,000 keys: the large curve
+        (chains(5, 4, 196), 25.0),  # 1,000 keys: halfway in log size
+        (chains(100, 8, 1992), 80.0),  # beyond the large size: held
+        (Work(tokens=9, seqs=4, pairs=900, kv_read=404, lm_tokens=9, mixed=1, multi_tokens=6, multi_kv=100,
+              multi_seqs=1), 30.0),  # 6 rows, small: halfway between 10 and 50
         (Work(tokens=512, seqs=1, pairs=512 * 513 // 2, kv_read=512, lm_tokens=1, multi_tokens=512, multi_kv=512,
-              multi_seqs=1), 512, 20.0))  # beyond the table: fused_key_ns
-    for w, keys, ns in cases:
+              multi_seqs=1), 20.0))  # beyond the curves' rows: fused_key_ns
+    for w, ns in cases:
         d = ForwardCost(m, rows)(w).time - ForwardCost(m, base)(w).time
-        assert d == pytest.approx(m.layers * m.heads * keys * (ns - 20.0) * 1e-9, abs=1e-12)
+        assert d == pytest.approx(m.layers * m.heads * w.multi_kv * (ns - 20.0) * 1e-9, abs=1e-12), w
     fields = ("tokens", "seqs", "pairs", "kv_read", "lm_tokens", "mixed", "multi_tokens", "multi_kv", "multi_seqs")
-    vec = Work(*(np.array([getattr(w, f) for w, _, _ in cases]) for f in fields))
-    one = [ForwardCost(m, rows)(w).time for w, _, _ in cases]
+    vec = Work(*(np.array([getattr(w, f) for w, _ in cases]) for f in fields))
+    one = [ForwardCost(m, rows)(w).time for w, _ in cases]
     assert ForwardCost(m, rows)(vec).time == pytest.approx(np.array(one), rel=1e-12)
+    one_size = device("cpu", fused_key_ns=20.0, fused_rows={small: curves[small]})
+    assert ForwardCost(m, one_size).fused_key_rate(16, 4, 10_000) == pytest.approx(10e-9 * m.heads)
     h2 = round_trip(rows, tmp_path)
-    assert h2.fused_rows == pytest.approx(tuple((r, x * 1e-9) for r, x in curve))
+    assert [b for b, _ in h2.fused_rows] == pytest.approx([mib * 2**20 for mib in sorted(curves)])
+    for (_, got), (_, want) in zip(h2.fused_rows, sorted(curves.items())):
+        assert [r for r, _ in got] == [r for r, _ in want]
+        assert [x for _, x in got] == pytest.approx([x * 1e-9 for _, x in want])
     assert device("h100-sxm").fused_rows == ()
     from sim.errors import SpecError
-    for bad in ([[4, 1.0], [2, 1.0]], [[2, -1.0]], [[0, 1.0]], [[2]]):
+    for bad in ({1: [[4, 1.0], [2, 1.0]]}, {1: [[2, -1.0]]}, {1: [[0, 1.0]]}, {1: [[2]]}, {-1: [[2, 1.0]]},
+                {"a": [[2, 1.0]]}, [[2, 1.0]], {}):
         with pytest.raises(SpecError, match="fused_rows"):
             device("cpu", fused_rows=bad)
 

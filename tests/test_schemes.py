@@ -140,7 +140,8 @@ def test_speedup_falls_with_concurrency_and_survives_long_context(tmp_path):
                                               "elementwise_sizes": [[0.1, 1.0], [100, 3.0]]},
                                       {"preset": "cpu", "attn_dense": True, "fused_key_ns": 40.0, "mixed_query_us": 120.0,
                                        "kv_decode": {"8x4x128": [[1, 0.5], [64, 0.2], [2048, 0.1]]},
-                                       "fused_rows": [[2, 90.0], [3, 120.0], [4, 60.0], [16, 30.0]]},
+                                       "fused_rows": {1: [[2, 90.0], [3, 120.0], [4, 60.0], [16, 30.0]],
+                                                      64: [[2, 120.0], [4, 80.0], [8, 100.0]]}},
                                       {"preset": "cpu", "attn_dense": True, "fused_key_ns": 40.0,
                                        "kv_sizes": [[1, 0.9], [64, 0.6], [2048, 0.3]],
                                        "kv_decode": {"8x4x128": [[1, 0.5], [64, 0.2], [2048, 0.1]]}}])

@@ -381,7 +381,7 @@ class Calibration:
             if self.serial else (1.0, 0.0, 0.0)
         out["attn_dense"] = self.serial
         # the fused call's per-key part by its query rows (ns), its products as priced taken off
-        out["fused_rows"] = fused_rows_curve(t, gather_bw, 1.0 / (out["eta_attn"] * peak)) if self.serial else []
+        out["fused_rows"] = fused_rows_curve(t, gather_bw, 1.0 / (out["eta_attn"] * peak)) if self.serial else {}
         # the decode curves, the products (on the compute roof at eta_attn, as priced) taken off
         out["kv_decode"], out["kv_decode_warm"] = {}, {}
         for g in self.geometries:

@@ -271,38 +271,46 @@ def attention_figures(t: dict, gather_bw: float, peak: float) -> tuple[float, fl
     return eta, coef[1], max(0.0, coef[2] - read)
 
 
-# the fused call's rows probes (fused_rows): 8 sequences verifying chains of each of these
-# query rows (2-7: MTP's and EAGLE's chains and the grid's; up to the group call's most, 64),
-# after each of two contexts; a row's per-key part is their difference over the keys between.
-# Torch's fused attention is not linear in the rows: 2026-12-06 (EPYC Zen 3, 4-8 sequences, 256
-# against 1,024 keys) 3 and 7 rows read 83-107 ns a key and query head, 4 rows 64-83, 64 rows
-# 390-450 (validation/results/cpu-epyc-zen3/0.50.0/fused_rows.txt)
+# the fused call's rows probes (fused_rows): sequences verifying chains of each of these query
+# rows (2-7: MTP's and EAGLE's chains and the grid's; up to the group call's most, 64), after
+# each of two contexts; a rows' per-key part is their difference over the keys between. Two
+# sizes: 8 sequences after 128 and 1,024 keys (1-8 MiB of K and V), 16 after 1,024 and 2,048
+# (16-32 MiB). Torch's fused attention is not linear in the rows: 2026-12-06 (EPYC Zen 3, 4-8
+# sequences, 256 against 1,024 keys) 3 and 7 rows read 83-107 ns a key and query head, 4 rows
+# 64-83, 64 rows 390-450; and 4 rows read 62-72 ns at 1-8 MiB, 74-112 at 16-32 MiB
+# (validation/results/cpu-epyc-zen3/0.50.0/fused_rows.txt)
 FUSED_ROWS = (2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
-ROWS_SEQS, ROWS_CONTEXTS = 8, (128, 1024)
+ROWS_SIZES = ((8, (128, 1024)), (16, (1024, 2048)))  # (sequences, (contexts))
 
 
-def rows_key(rows: int, context: int) -> str:
+def rows_key(seqs: int, rows: int, context: int) -> str:
     """A rows probe's figure name."""
-    return f"rows{rows}c{context}"
+    return f"rows{seqs}x{rows}c{context}"
 
 
 def rows_probes(device: str) -> dict:
-    """{rows_key: call} of the fused_rows probes: ROWS_SEQS sequences verifying chains of each of
-    FUSED_ROWS rows after each of ROWS_CONTEXTS keys (attention_probe's calls)."""
-    return {rows_key(r, c): attention_probe(device, ROWS_SEQS, r, c, True) for r in FUSED_ROWS for c in ROWS_CONTEXTS}
+    """{rows_key: call} of the fused_rows probes: at each of ROWS_SIZES, its sequences verifying
+    chains of each of FUSED_ROWS rows after each of its contexts (attention_probe's calls)."""
+    return {rows_key(n, r, c): attention_probe(device, n, r, c, True)
+            for n, contexts in ROWS_SIZES for r in FUSED_ROWS for c in contexts}
 
 
-def fused_rows_curve(t: dict, gather_bw: float, per_flop: float) -> list[list[float]]:
-    """[[rows, ns per key and query head], ...] for FUSED_ROWS (hardware.fused_rows) from the mean
-    times `t` of rows_probes: each rows' time per key and query head between the two contexts,
-    less reading the key at the gather rate `gather_bw` and less its products at `per_flop`
-    seconds a FLOP (as the cost model prices them: 1 / (eta_attn x peak)); none below 0."""
-    lo, hi = ROWS_CONTEXTS
-    read = 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather_bw / ATTN_HEADS  # a key's K and V, per query head
-    out = []
-    for r in FUSED_ROWS:
-        per_key = (t[rows_key(r, hi)] - t[rows_key(r, lo)]) / (ATTN_HEADS * ROWS_SEQS * (hi - lo))
-        out.append([r, round(float(max(0.0, per_key - read - r * 4 * KV_DIM * per_flop)) * 1e9, 2)])
+def fused_rows_curve(t: dict, gather_bw: float, per_flop: float) -> dict:
+    """{MiB: [[rows, ns per key and query head], ...]} for ROWS_SIZES and FUSED_ROWS
+    (hardware.fused_rows) from the mean times `t` of rows_probes: each rows' time per key and
+    query head between a size's two contexts, less reading the key at the gather rate
+    `gather_bw` and less its products at `per_flop` seconds a FLOP (as the cost model prices
+    them: 1 / (eta_attn x peak)); none below 0. A size is its sequences' K and V at the
+    geometric mean of its two contexts."""
+    key_bytes = 2 * (KV_HEADS // 4) * KV_DIM * 4  # a key's K and V, fp32
+    read = key_bytes / gather_bw / ATTN_HEADS  # per query head
+    out = {}
+    for n, (lo, hi) in ROWS_SIZES:
+        curve = []
+        for r in FUSED_ROWS:
+            per_key = (t[rows_key(n, r, hi)] - t[rows_key(n, r, lo)]) / (ATTN_HEADS * n * (hi - lo))
+            curve.append([r, round(float(max(0.0, per_key - read - r * 4 * KV_DIM * per_flop)) * 1e9, 2)])
+        out[round(n * (lo * hi) ** 0.5 * key_bytes / 2**20, 2)] = curve
     return out
 
 
