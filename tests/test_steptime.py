@@ -79,3 +79,29 @@ def test_fit_scales_flat_and_keyed_curves_alike():
     keyed = (((2, 2, 64), flat), ((8, 4, 64), ((4.0, 0.1),)))
     assert scaled(keyed, 0.5, 1.0) == (((2, 2, 64), ((1.0, 0.1), (8.0, 0.3))), ((8, 4, 64), ((4.0, 0.05),)))
     assert scaled((), 3.0, 1.0) == ()
+
+
+def test_reprice_prices_a_grids_points_under_each_change_of_its_profile(tmp_path):
+    """validation.steptime.reprice: each point at predict's price under the grid's measured
+    profile as run, and with fields replaced; by_model splits the errors by model beside all."""
+    import json
+    import shutil
+    from dataclasses import replace
+    from sim.hardware import hardware_from_node
+    from sim.specio import Node
+    from validation.steptime import ROOT, by_model, grid_specs, predict, reprice, summary_text
+    shutil.copy(ROOT / "traces" / "hardware" / "cpu-measured.yaml", tmp_path / "measured-hardware.yaml")
+    (name, _, spec), (other, _, _) = grid_specs("cpu", 4.0)
+    pts = [{"kind": "chain3", "batch": 4, "context": 512, "q": 1, "tree": [-1, 0, 1], "drafting": 4, "model": name,
+            "measured": 0.05},
+           {"kind": "decode", "batch": 1, "context": 128, "q": 1, "tree": [], "drafting": 0, "model": other,
+            "measured": 0.01}]
+    (tmp_path / "steptime.json").write_text(json.dumps({"points": pts}))
+    points, priced = reprice(tmp_path, {"as run": {}, "slow": {"fused_key_s": 1e-6}})
+    hw = hardware_from_node(Node(str(tmp_path / "measured-hardware.yaml"), "t", "hardware"), ROOT)
+    assert priced["as run"][0] == predict(spec, hw, {**pts[0], "tree": (-1, 0, 1)})
+    assert priced["slow"][0] == predict(spec, replace(hw, fused_key_s=1e-6), {**pts[0], "tree": (-1, 0, 1)})
+    assert priced["slow"][0] > priced["as run"][0] and priced["slow"][1] == priced["as run"][1]  # a decode: no fused part
+    errs = by_model(points, priced["as run"])
+    assert list(errs) == ["all", name, other] and errs[name] == [priced["as run"][0] / 0.05 - 1]
+    assert summary_text([0.1, -0.2, 0.3]) == "20.0% / 30.0% (+10.0%)"

@@ -55,6 +55,7 @@ import torch  # noqa: E402
 
 from sim import trees as T  # noqa: E402
 from sim.cost import ForwardCost, Work  # noqa: E402
+from sim.hardware import hardware_from_node  # noqa: E402
 from sim.models import model_from_node  # noqa: E402
 from sim.scheduler import Batch  # noqa: E402
 from sim.specio import Node  # noqa: E402
@@ -147,6 +148,43 @@ def measured(samples: list[float]) -> dict:
     return {"measured": mean, "noise": statistics.stdev(samples) / mean / math.sqrt(n) if n > 1 else 0.0}
 
 
+def grid_specs(device: str, width: float) -> list[tuple]:
+    """[(the points' model name, MODELS' changes, ModelSpec)] of the grid's models on `device`
+    ("cpu", or any other for the GPU's), weights and KV at `width` bytes (the engine's dtype)."""
+    out = []
+    for name, changes in MODELS["cpu" if device == "cpu" else "gpu"]:
+        spec = replace(model_from_node(Node(name, "steptime", "model"), ROOT), **changes,
+                       bytes_per_weight=width, bytes_per_kv=width)
+        out.append((f"{spec.name}-scaled" if changes else spec.name, changes, spec))
+    return out
+
+
+def by_model(points: list[dict], times: list[float]) -> dict[str, list[float]]:
+    """{"all": errors, model: its points' errors} of `times` against the points' measured."""
+    errs: dict = {"all": []}
+    for p, t in zip(points, times):
+        errs["all"].append(t / p["measured"] - 1)
+        errs.setdefault(p["model"], []).append(errs["all"][-1])
+    return errs
+
+
+def summary_text(errs: list[float]) -> str:
+    """"median% / p90% (signed median%)" of |errs|."""
+    e = summary(errs)
+    return f"{100 * e['median_abs']:.1f}% / {100 * e['p90_abs']:.1f}% ({100 * e['median_signed']:+.1f}%)"
+
+
+def reprice(grid_dir: Path, ways: dict[str, dict]) -> tuple[list[dict], dict[str, list[float]]]:
+    """A CPU grid's points (the DIR of `steptime --out DIR`: steptime.json) and their prices
+    under its measured profile changed each way ({way: HardwareSpec fields to replace}; {} as
+    run): (points, {way: [seconds per point]})."""
+    specs = {name: spec for name, _, spec in grid_specs("cpu", 4.0)}
+    hw = hardware_from_node(Node(str(grid_dir / "measured-hardware.yaml"), "profile", "hardware"), ROOT)
+    points = [p | {"tree": tuple(p["tree"])} for p in json.loads((grid_dir / "steptime.json").read_text())["points"]]
+    return points, {way: [predict(specs[p["model"]], replace(hw, **changes), p) for p in points]
+                    for way, changes in ways.items()}
+
+
 def predict(spec, hw, p: dict) -> float:
     """The forward pass alone, as timed: its layers and LM head plus one pass's host time (the
     engine's step adds scheduling, verification and commit: host_time, which the end-to-end
@@ -228,7 +266,6 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     from engine.model import Model
     from kernels.backend import default_backend
     from sim.cost import attention_geometry, model_shapes
-    from sim.hardware import hardware_from_node
     from validation.calibrate import DEFAULT_CONTEXT, Calibration, context_model
     from validation.profile import write_profile
     from validation.timing import mean_time
@@ -238,9 +275,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     # on a CPU the probes' host work amid the family's memory traffic (validation.traffic): its
     # forwards are the grid's most host-bound
     # (and the matmul curves of the grid's own matrices: sim.cost.model_shapes)
-    specs = [(name, changes, replace(model_from_node(Node(name, "steptime", "model"), ROOT), **changes,
-                                     bytes_per_weight=width, bytes_per_kv=width))
-             for name, changes in MODELS["cpu" if device == "cpu" else "gpu"]]
+    specs = grid_specs(device, width)
     cal = None if hardware else Calibration(size_mb, device=device, context=context_model(DEFAULT_CONTEXT),
                                             models=[(spec.weight_bytes, model_shapes(spec)) for *_, spec in specs],
                                             geometries=[attention_geometry(spec) for *_, spec in specs])
@@ -249,8 +284,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
     for name, changes, spec in specs:
         models.append(Model.random(spec, seed=0, device=device, dtype=dtype, backend=default_backend(device)))
         for p in grid(quick):
-            points.append({**p, "model": spec.name if not changes else f"{spec.name}-scaled", "spec": spec,
-                           "net": len(models) - 1, "samples": []})
+            points.append({**p, "model": name, "spec": spec, "net": len(models) - 1, "samples": []})
     between = cal.spread(len(points), CAL_CYCLES) if cal is not None else (lambda: None)
     for r in range(rounds):
         for p in (points if r % 2 == 0 else points[::-1]):  # each point's passes spread over the run
