@@ -173,9 +173,10 @@ class HardwareSpec:
     # to, per query head, beyond its gather (at the KV gather rate) and its products (at
     # eta_attn), in the CPU reference's fused call, where the K and V of the pass's sequences
     # with several query tokens are `bytes` a layer (validation/probes.py `fused_rows_curve`).
-    # Not linear in the rows: torch's fused attention on 3 or 7 rows read 20-30% slower a key
-    # than on 4, and from 48 rows on its per-key part grows again; and slower at 16-32 MiB than
-    # at 1-8 (2026-12-06, EPYC Zen 3). Rows interpolate linearly, sizes linearly in log size,
+    # Not linear in the rows: torch's fused attention on 3 or 7 rows read 30-45% slower a key
+    # than on 4, and from 48 rows on its per-key part grows again; and 20-30% slower at 16-48 MiB
+    # than at 1-8 (2026-12-06, EPYC Zen 3: validation/results/cpu-epyc-zen3/0.50.0/fused_rows.txt,
+    # fused_sizes.txt). Rows interpolate linearly, sizes linearly in log size,
     # held beyond the ends; it prices sequences of 2 up to a curve's last rows (the fused group
     # call's most, 64), longer ones (prefill chunks: a call of their own) keep fused_key_s.
     # Empty: fused_key_s for all

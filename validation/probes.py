@@ -276,9 +276,9 @@ def attention_figures(t: dict, gather_bw: float, peak: float) -> tuple[float, fl
 # each of two contexts; a rows' per-key part is their difference over the keys between. Two
 # sizes: 8 sequences after 128 and 1,024 keys (1-8 MiB of K and V), 16 after 1,024 and 2,048
 # (16-32 MiB). Torch's fused attention is not linear in the rows: 2026-12-06 (EPYC Zen 3, 4-8
-# sequences, 256 against 1,024 keys) 3 and 7 rows read 83-107 ns a key and query head, 4 rows
-# 64-83, 64 rows 390-450; and 4 rows read 62-72 ns at 1-8 MiB, 74-112 at 16-32 MiB
-# (validation/results/cpu-epyc-zen3/0.50.0/fused_rows.txt)
+# sequences, 256 against 1,024 keys) 3 rows read 76-84 ns a key and query head, 7 rows 83-86,
+# 4 rows 57-59, 64 rows 337-387 (validation/results/cpu-epyc-zen3/0.50.0/fused_rows.txt); and 4
+# rows 56-60 ns at 0.5-8 MiB of K and V, 71-105 at 8-48 MiB (fused_sizes.txt)
 FUSED_ROWS = (2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
 ROWS_SIZES = ((8, (128, 1024)), (16, (1024, 2048)))  # (sequences, (contexts))
 
