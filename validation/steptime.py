@@ -281,7 +281,7 @@ def run(out: Path, hardware: Path | None = None, do_fit: bool = False, quick: bo
                                             geometries=[attention_geometry(spec) for *_, spec in specs])
     out.mkdir(parents=True, exist_ok=True)
     models, points = [], []
-    for name, changes, spec in specs:
+    for name, _, spec in specs:
         models.append(Model.random(spec, seed=0, device=device, dtype=dtype, backend=default_backend(device)))
         for p in grid(quick):
             points.append({**p, "model": name, "spec": spec, "net": len(models) - 1, "samples": []})
