@@ -22,11 +22,12 @@ from validation.timing import interleaved_times  # noqa: E402
 ROWS = (2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
 
 
-def medians(calls, rounds):
+def medians(calls, rounds, per_round=3):
+    """{call: median over `rounds` of its mean time}, the calls interleaved, `per_round` each a round."""
     fns = {a: attention_probe("cpu", *a) for a in calls}
     samples = {a: [] for a in calls}
     for _ in range(rounds):
-        for a, t in interleaved_times(fns, "cpu", 3).items():
+        for a, t in interleaved_times(fns, "cpu", per_round).items():
             samples[a].append(t)
     return {a: statistics.median(v) for a, v in samples.items()}
 

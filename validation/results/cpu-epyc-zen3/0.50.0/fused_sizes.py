@@ -8,7 +8,6 @@ chains of 4 and 8 rows, each between two contexts, and prints the time per key a
 between them beside the K and V the calls gather (MiB a call, at the two contexts). The
 reference chunks a group call at 2^22 floats of K, V and scores (16 MiB), so the larger sizes
 run as 2 or 3 calls."""
-import statistics
 import sys
 from pathlib import Path
 
@@ -16,8 +15,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 from engine.host_memory import retain_freed_memory  # noqa: E402
-from validation.probes import ATTN_HEADS, attention_probe  # noqa: E402
-from validation.timing import interleaved_times  # noqa: E402
+from validation.probes import ATTN_HEADS  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fused_rows import medians  # noqa: E402
 
 SETS = ((4, 128, 1024), (8, 128, 1024), (16, 128, 1024), (4, 1024, 2048), (8, 1024, 2048), (16, 1024, 2048),
         (16, 2048, 3072), (32, 512, 1024))  # (sequences, context from, context to)
@@ -26,13 +27,7 @@ SETS = ((4, 128, 1024), (8, 128, 1024), (16, 128, 1024), (4, 1024, 2048), (8, 10
 def main(rounds: int = 9) -> None:
     torch.set_num_threads(1)
     retain_freed_memory()
-    calls = sorted({(s, r, c, True) for s, a, b in SETS for c in (a, b) for r in (4, 8)})
-    fns = {a: attention_probe("cpu", *a) for a in calls}
-    samples = {a: [] for a in calls}
-    for _ in range(rounds):
-        for a, t in interleaved_times(fns, "cpu", 2).items():
-            samples[a].append(t)
-    m = {a: statistics.median(v) for a, v in samples.items()}
+    m = medians(sorted({(s, r, c, True) for s, a, b in SETS for c in (a, b) for r in (4, 8)}), rounds, 2)
     for r in (4, 8):
         for s, a, b in SETS:
             per = (m[(s, r, b, True)] - m[(s, r, a, True)]) / (ATTN_HEADS * s * (b - a)) * 1e9
