@@ -48,6 +48,35 @@ class Work(NamedTuple):
     multi_tokens: object = 0
     multi_kv: object = 0
     multi_seqs: object = 0  # how many such sequences (their mean query rows: hardware.fused_rows)
+    # of those, the ones the engine attends in a call of their own (own_path): Σ query tokens +
+    # drafted nodes, Σ keys, how many (hardware.fused_own); the rest share padded group calls
+    own_tokens: object = 0
+    own_kv: object = 0
+    own_seqs: object = 0
+
+
+GROUP_MAX = 64  # kernels/attention.py's group_max: most query rows a sequence takes into a group call
+
+
+def several_rows(seqs) -> dict:
+    """Work.multi_* and own_* of the sequences `seqs` [(query rows, keys)] with several query
+    rows, as the engine's attention lays them out (kernels/attention.py): a sequence of more than
+    GROUP_MAX rows (a prefill chunk) takes a call of its own, and so does the only one of 2 to
+    GROUP_MAX; two or more of those share group calls."""
+    seqs = [(r, k) for r, k in seqs if r > 1]
+    grouped = [(r, k) for r, k in seqs if r <= GROUP_MAX]
+    own = [(r, k) for r, k in seqs if r > GROUP_MAX] + (grouped if len(grouped) == 1 else [])
+    return {"multi_tokens": sum(r for r, _ in seqs), "multi_kv": sum(k for _, k in seqs), "multi_seqs": len(seqs),
+            "own_tokens": sum(r for r, _ in own), "own_kv": sum(k for _, k in own), "own_seqs": len(own)}
+
+
+def alike_rows(tokens, kv, seqs) -> dict:
+    """several_rows for `seqs` sequences alike (`tokens` query rows and `kv` keys in all, both
+    0 where none has several): all in calls of their own when one, or more than GROUP_MAX rows
+    each; else all in group calls."""
+    own = 0 < seqs and (seqs == 1 or tokens > GROUP_MAX * seqs)
+    return {"multi_tokens": tokens, "multi_kv": kv, "multi_seqs": seqs,
+            "own_tokens": tokens if own else 0, "own_kv": kv if own else 0, "own_seqs": seqs if own else 0}
 
 
 class Cost(NamedTuple):
@@ -140,9 +169,8 @@ class ForwardCost:
         self.fused_query = hw.fused_query_s * m.heads / tp  # per query token of a sequence with several, all its heads
         self.fused_key = hw.fused_key_s * m.heads / tp  # per key such a sequence attends to
         # and by its query rows and size where measured: (log sizes, [(rows, per key, all its heads)])
-        self.fused_rows = (np.log([b for b, _ in hw.fused_rows]),
-                           [(np.array([r for r, _ in c], float), np.array([x for _, x in c]) * m.heads / tp)
-                            for _, c in hw.fused_rows]) if hw.fused_rows else None
+        self.fused_rows = _rows_table(hw.fused_rows, m.heads / tp)
+        self.fused_own = _rows_table(hw.fused_own, m.heads / tp)  # a sequence's call of its own
         self.launch = n * KERNELS_PER_LAYER * hw.launch_s
         dense_el, moe_el = elementwise_elems(m)
         self.elementwise = (self.dense * dense_el + self.moe * moe_el) / tp * hw.elementwise_s  # per token
@@ -196,26 +224,36 @@ class ForwardCost:
         c_attn, m_attn = run / self.attn_fc, self.kv_time(b_kv, b_dec) + self.attn_act_per_tok * tokens / self.bw
         if self.multi_query or self.batch_query or self.mixed_query:
             t = t + self.query_host(w.tokens, w.seqs, w.mixed)
-        if self.fused_query or self.fused_key or self.fused_rows is not None:  # beside the roofs: several query tokens
-            t = t + self.fused_time(w.multi_tokens, w.multi_kv, w.multi_seqs)
+        if self.fused_query or self.fused_key or self.fused_rows is not None or self.fused_own is not None:  # beside the roofs
+            t = t + self.fused_time(w.multi_tokens, w.multi_kv, w.multi_seqs, w.own_tokens, w.own_kv, w.own_seqs)
         return Cost(time=t + n * self.attention(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
 
-    def fused_time(self, multi_tokens, multi_kv, multi_seqs):
+    def fused_time(self, multi_tokens, multi_kv, multi_seqs, own_tokens=0, own_kv=0, own_seqs=0):
         """Every layer's fused-attention time beside the roofs: per query token and per key of the
-        `multi_seqs` sequences with several query tokens (Work.multi_tokens, multi_kv, multi_seqs)."""
-        return self.n_layers * (self.fused_query * multi_tokens
-                                + self.fused_key_rate(multi_tokens, multi_seqs, multi_kv) * multi_kv)
+        `multi_seqs` sequences with several query tokens (Work.multi_tokens, multi_kv, multi_seqs),
+        `own_seqs` of them in calls of their own (Work.own_*: on hardware.fused_own where
+        measured, else with the others)."""
+        if self.fused_own is None:
+            keys = self.fused_key_rate(multi_tokens, multi_seqs, multi_kv) * multi_kv
+        else:
+            group_kv = multi_kv - own_kv
+            keys = (self.fused_key_rate(multi_tokens - own_tokens, multi_seqs - own_seqs, group_kv) * group_kv
+                    + self.fused_key_rate(own_tokens, own_seqs, own_kv / np.maximum(own_seqs, 1), own=True) * own_kv)
+        return self.n_layers * (self.fused_query * multi_tokens + keys)
 
-    def fused_key_rate(self, multi_tokens, multi_seqs, multi_kv):
+    def fused_key_rate(self, multi_tokens, multi_seqs, multi_kv, own=False):
         """Seconds a layer per key that sequences with several query tokens attend to: on
-        hardware.fused_rows at their mean query rows (while within a curve's rows) and their K and
-        V's bytes (multi_kv keys), else fused_key_s."""
-        if self.fused_rows is None:
+        hardware.fused_rows at their mean query rows (while within a curve's rows, else
+        fused_key_s) and their K and V's bytes (multi_kv keys); `own`: on hardware.fused_own (a
+        call's K and V, each sequence's), its curves held beyond their last rows."""
+        table = self.fused_own if own else self.fused_rows
+        if table is None:
             return self.fused_key
-        sizes, curves = self.fused_rows
+        sizes, curves = table
         rows = multi_tokens / np.maximum(multi_seqs, 1)
-        rates = [np.where(rows <= at[-1], np.interp(rows, at, per), self.fused_key) for at, per in curves]
+        rates = [np.interp(rows, at, per) if own else np.where(rows <= at[-1], np.interp(rows, at, per), self.fused_key)
+                 for at, per in curves]
         if len(rates) == 1:
             rate = rates[0]
         else:  # linear in log size between the two curves around it, held beyond the ends
@@ -450,6 +488,15 @@ def forward_cost(model: ModelSpec, hw: HardwareSpec, tp: int, w: Work, layers: i
                  lm_head: bool = True) -> Cost:
     """One forward pass of `model` over the batch described by `w` (see ForwardCost)."""
     return ForwardCost(model, hw, tp, layers, lm_head)(w)
+
+
+def _rows_table(curves: tuple, heads: float):
+    """hardware.fused_rows or fused_own as the cost model reads it: (log sizes, [(rows, seconds
+    per key for `heads` query heads)]), or None where empty."""
+    if not curves:
+        return None
+    return (np.log([b for b, _ in curves]),
+            [(np.array([r for r, _ in c], float), np.array([x for _, x in c]) * heads) for _, c in curves])
 
 
 def host_time(hw: HardwareSpec, seqs, alloc_ops=0, copy_bytes=0):

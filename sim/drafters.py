@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.cost import ACT_BYTES, Cost, ForwardCost, Work, compute_dtype, reuse_factor, row_efficiency, step_factor
+from sim.cost import ACT_BYTES, Cost, ForwardCost, Work, alike_rows, compute_dtype, reuse_factor, row_efficiency, step_factor
 from sim.hardware import HardwareSpec
 from sim.models import ModelSpec
 
@@ -127,14 +127,14 @@ class PassPricer:
         return (reuse_factor(hw, tok, "later_layer") if self.layers_again else 1.0), reuse_factor(hw, lm, "later_lm")
 
     def paths(self, j: int, n: int, tok: int, several: int, ctx_sum) -> dict:
-        """Pass j's Work.mixed, multi_tokens, multi_kv and multi_seqs at Σctx = ctx_sum: a
-        catch-up pass's `several` sequences with several rows attend to their context (the mean),
-        the j positions earlier passes appended and their rows; the others have one row each."""
+        """Pass j's Work.mixed, multi_* and own_* at Σctx = ctx_sum: a catch-up pass's `several`
+        sequences with several rows attend to their context (the mean), the j positions earlier
+        passes appended and their rows, taken alike (sim.cost.alike_rows); the others have one
+        row each."""
         if not several or (j and not self.catch_up):
-            return {"mixed": 0, "multi_tokens": 0, "multi_kv": 0, "multi_seqs": 0}
+            return {"mixed": 0} | alike_rows(0, 0, 0)
         rows = tok - (n - several)
-        return {"mixed": int(several < n), "multi_tokens": rows, "multi_kv": several * (ctx_sum / n + j) + rows,
-                "multi_seqs": several}
+        return {"mixed": int(several < n)} | alike_rows(rows, several * (ctx_sum / n + j) + rows, several)
 
     def _compile(self, n: int, passes: tuple[tuple[int, int, int], ...]) -> tuple:
         """(fixed Cost of all passes, [(c0, c1, m0, m1, f0, f1, b0, b1) per pass], [(k0, k1, d0, d1) per pass]
@@ -142,8 +142,8 @@ class PassPricer:
         (their sum: attn_dense), f0 + f1·x FLOPs, b0 + b1·x bytes; with a measured kv_sizes curve
         its memory roof adds the gather of k0 + k1·x bytes at that size's rate (not linear in x), d0 +
         d1·x of them the decoding sequences' (sim.cost.ForwardCost.kv_time);
-        and the fused attention beside the roofs, several_rows [(multi_tokens, kv0, kv1, multi_seqs) per catch-up pass]:
-        Work.multi_tokens, multi_kv = kv0 + kv1·x and multi_seqs (paths)."""
+        and the fused attention beside the roofs, several_rows [(multi_tokens, kv0, kv1, multi_seqs, own) per catch-up
+        pass]: Work.multi_tokens, multi_kv = kv0 + kv1·x and multi_seqs, all in calls of their own where `own` (paths)."""
         fwd = self.fwd
         t = f = b = c = m = 0.0
         several_rows: list = []
@@ -159,7 +159,8 @@ class PassPricer:
             at0, at1 = self.paths(j, n, tok, several, 0), self.paths(j, n, tok, several, 1)  # keys linear in Σctx
             t += fwd.query_host(tok, n, at0["mixed"])  # several query tokens per sequence (a tree level, a catch-up)
             if at0["multi_tokens"]:  # priced in __call__: its rate by the keys' size is not linear in Σctx
-                several_rows.append((at0["multi_tokens"], at0["multi_kv"], at1["multi_kv"] - at0["multi_kv"], at0["multi_seqs"]))
+                several_rows.append((at0["multi_tokens"], at0["multi_kv"], at1["multi_kv"] - at0["multi_kv"], at0["multi_seqs"],
+                                     bool(at0["own_seqs"])))
             if self.fuse:
                 fused = fused_input_cost(self.spec, self.hw, self.tp, tok)
                 t, f, b, c, m = t + fused.time, f + fused.flops, b + fused.bytes, c + fused.compute_time, m + fused.memory_time
@@ -202,8 +203,9 @@ class PassPricer:
         fixed, lines, kv_bytes, several_rows = comp
         t, f, b, c, m = fixed
         x = ctx_sum
-        for tokens, kv0, kv1, seqs in several_rows:
-            t += self.fwd.fused_time(tokens, kv0 + kv1 * x, seqs)
+        for tokens, kv0, kv1, seqs, own in several_rows:
+            kv = kv0 + kv1 * x
+            t += self.fwd.fused_time(tokens, kv, seqs, *((tokens, kv, seqs) if own else ()))
         attention = self.fwd.attention
         for j, (c0, c1, m0, m1, f0, f1, b0, b1) in enumerate(lines):
             ca, ma = c0 + c1 * x, m0 + m1 * x

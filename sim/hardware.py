@@ -181,6 +181,12 @@ class HardwareSpec:
     # call's most, 64), longer ones (prefill chunks: a call of their own) keep fused_key_s.
     # Empty: fused_key_s for all
     fused_rows: tuple = ()
+    # the same, for a sequence's call of its own, by its rows and its own K and V's bytes a
+    # layer (validation/probes.py `fused_own_curve`): the engine gives one to a prefill chunk of
+    # more than 64 rows, and to a sequence with 2 to 64 that is the only one in its step
+    # (kernels/attention.py), unpadded and unbatched. Empty: such sequences are priced with the
+    # others, on fused_rows at their mean rows (before 0.51.0)
+    fused_own: tuple = ()
     # time per activation element of a layer's unfused elementwise passes (norms, rotary
     # embedding, gating, residual adds: sim.cost.elementwise_elems per token), added to the
     # layer's matmuls; 0 where those passes are fused or hide under the roofline (the GPU presets)
@@ -288,8 +294,8 @@ class HardwareSpec:
                                                   ("kv_sizes_warm", self.kv_sizes_warm, 2**20, 1.0),
                                                   ("elementwise_sizes", self.elementwise_sizes, 1e6, 1e-9)):
             table |= {key: [[n / size_unit, x / value_unit] for n, x in curve]} if curve else {}
-        table |= {"fused_rows": {b / 2**20: [[r, x * 1e9] for r, x in c] for b, c in self.fused_rows}} \
-            if self.fused_rows else {}
+        for key, curves in (("fused_rows", self.fused_rows), ("fused_own", self.fused_own)):
+            table |= {key: {b / 2**20: [[r, x * 1e9] for r, x in c] for b, c in curves}} if curves else {}
         for key, curves in (("kv_decode", self.kv_decode), ("kv_decode_warm", self.kv_decode_warm)):
             table |= {key: {geometry_label(g): [[n / 2**20, x] for n, x in c] for g, c in curves}} if curves else {}
         return {"description": self.description, "tflops": {d: f / 1e12 for d, f in self.flops.items()},
@@ -329,7 +335,7 @@ _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interco
          "seq_overhead_us", "alloc_op_us", "op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "kv_decode", "kv_decode_warm", "multi_query_us", "batch_query_us",
          "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "gemm_verify", "draft_node_us",
-         "medusa_first_us", "medusa_seq_us", "medusa_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns", "fused_rows",
+         "medusa_first_us", "medusa_seq_us", "medusa_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns", "fused_rows", "fused_own",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
@@ -426,6 +432,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         fused_query_s=num("fused_query_us", 1e-6, hi=1e6),
         fused_key_s=num("fused_key_ns", 1e-9, hi=1e6),
         fused_rows=_sized_curves(f["fused_rows"]) if "fused_rows" in f else None,
+        fused_own=_sized_curves(f["fused_own"]) if "fused_own" in f else None,
         elementwise_s=num("elementwise_ns", 1e-9, hi=1e6),
         elementwise_sizes=_size_curve(f["elementwise_sizes"], 1e6, "million elements", 1e-9, 1e6)
         if "elementwise_sizes" in f else None,
@@ -537,7 +544,7 @@ def _geometry_curves(node: Node) -> tuple:
 
 
 def _sized_curves(node: Node) -> tuple:
-    """`fused_rows: {MiB: [[rows, ns], ...], ...}`: sizes positive, each a curve of rows
+    """`fused_rows` or `fused_own: {MiB: [[rows, ns], ...], ...}`: sizes positive, each a curve of rows
     ascending and ns at least 0; in bytes, rows and seconds, sizes ascending."""
     if not isinstance(node.value, dict) or not node.value:
         raise node.error("expected a mapping of sizes in MiB to [[rows, ns], ...] curves")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 from sim import trees as T
-from sim.cost import Work
+from sim.cost import Work, several_rows
 from sim.kv import KVAllocator
 from sim.kv_count import PageCounter
 from sim.spec import ServingSpec
@@ -112,17 +112,11 @@ class Batch:
                     **self.multi_work())
 
     def multi_work(self) -> dict:
-        """Work.multi_tokens, multi_kv and multi_seqs: Σ over the sequences with several query
-        tokens (verifying drafts, or a prefill chunk) of their query tokens + drafted nodes, and
-        of those plus their context; and how many they are."""
-        tokens = keys = seqs = 0
-        for q, tree, ctx in zip(self.query, self.trees, self.context):
-            n = q + len(tree)
-            if n > 1:
-                tokens += n
-                keys += ctx + n
-                seqs += 1
-        return {"multi_tokens": tokens, "multi_kv": keys, "multi_seqs": seqs}
+        """Work.multi_* and own_* (sim.cost.several_rows) of the sequences with several query
+        tokens (verifying drafts, or a prefill chunk): their query tokens + drafted nodes, and
+        those plus their context."""
+        return several_rows((q + len(tree), ctx + q + len(tree))
+                            for q, tree, ctx in zip(self.query, self.trees, self.context))
 
     def shapes(self) -> list[tuple]:
         """The draft shapes (parents; () for none) of the sequences that sample this step."""

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from sim.cost import ForwardCost, Work, bound_of, host_time, verify_calls, verify_host
+from sim.cost import ForwardCost, Work, alike_rows, bound_of, host_time, verify_calls, verify_host
 from sim.kv import AllocatorStats
 from sim.scheduler import Batch, Scheduler, SeqState
 from sim.schemes.base import ZERO_COST, Scheme, SpecScheme
@@ -157,8 +157,8 @@ class Replica:
             allocs, frees = st.page_allocs - self._charged[0], st.page_frees - self._charged[1]
             copy = st.kv_copy_bytes - self._charged[2]
             self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
-            main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens, int(0 < n_draft < B), verifying,
-                                         verifying + ctx_draft, n_draft))
+            main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens, int(0 < n_draft < B),
+                                         **alike_rows(verifying, verifying + ctx_draft, n_draft)))
             draft = spec.step_draft(n_draft, ctx_draft)
             host = host_time(hw, B, allocs + frees, copy)
             if self.verify_priced:

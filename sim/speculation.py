@@ -10,7 +10,7 @@ from itertools import accumulate
 import numpy as np
 
 from sim.acceptance import CompiledTree
-from sim.cost import Cost, ForwardCost, Work, host_time, verify_host
+from sim.cost import Cost, ForwardCost, Work, alike_rows, host_time, verify_host
 from sim.dyntree import TreeLibrary
 from sim.errors import SpecError
 from sim.policy import Goodput
@@ -205,8 +205,8 @@ class Speculator:
         ctx = int(context)
         work = Work(tokens=tokens, seqs=batch, pairs=tokens * (ctx + 1) + drafting * nodes * max(depth, 1),
                     kv_read=batch * (ctx + 1), lm_tokens=tokens, mixed=int(0 < drafting < batch),
-                    multi_tokens=drafting * (1 + nodes) if nodes else 0,
-                    multi_kv=drafting * (ctx + 1 + nodes) if nodes else 0, multi_seqs=drafting if nodes else 0)
+                    **alike_rows(drafting * (1 + nodes), drafting * (ctx + 1 + nodes), drafting) if nodes
+                    else alike_rows(0, 0, 0))
         hw = self.trace.hardware
         t = self.target(work).time + host_time(hw, batch)
         if not depth:

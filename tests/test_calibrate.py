@@ -50,6 +50,11 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     assert len(m["fused_rows"]) == 2 and all(mib > 0 for mib in m["fused_rows"])
     for curve in m["fused_rows"].values():
         assert [r for r, _ in curve] == list(FUSED_ROWS) and all(0 <= x < 1e5 for _, x in curve)
+    # and in a sequence's call of its own, at one size
+    from validation.probes import OWN_ROWS
+    assert len(m["fused_own"]) == 1
+    for curve in m["fused_own"].values():
+        assert [r for r, _ in curve] == list(OWN_ROWS) and all(0 <= x < 1e5 for _, x in curve)
     # the elementwise passes at 64 to 4,096 tokens of the family's layer: positive times per element
     assert len(m["elementwise_sizes"]) == 4 and all(0 < x < 100 for _, x in m["elementwise_sizes"])
     # a verification call is a whole call: microseconds at least
@@ -87,11 +92,12 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
         assert hw.kv_sizes_warm == tuple((mib * 2**20, e) for mib, e in m["kv_sizes_warm"])
         assert hw.kv_decode_warm == (((2, 2, 64), tuple((mib * 2**20, e) for mib, e in m["kv_decode_warm"]["2x2x64"])),)
     assert hw.kv_decode == (((2, 2, 64), tuple((mib * 2**20, e) for mib, e in m["kv_decode"]["2x2x64"])),)
-    assert [b for b, _ in hw.fused_rows] == pytest.approx(sorted(mib * 2**20 for mib in m["fused_rows"]))
-    for (b, curve) in hw.fused_rows:
-        want = m["fused_rows"][round(b / 2**20, 2)]
-        assert [r for r, _ in curve] == [r for r, _ in want]
-        assert [x for _, x in curve] == pytest.approx([x * 1e-9 for _, x in want])
+    for key in ("fused_rows", "fused_own"):
+        assert [b for b, _ in getattr(hw, key)] == pytest.approx(sorted(mib * 2**20 for mib in m[key]))
+        for (b, curve) in getattr(hw, key):
+            want = m[key][round(b / 2**20, 2)]
+            assert [r for r, _ in curve] == [r for r, _ in want]
+            assert [x for _, x in curve] == pytest.approx([x * 1e-9 for _, x in want])
 
 
 def test_cli_writes_where_asked(tmp_path, capsys):
@@ -224,12 +230,16 @@ def test_attention_figures_recover_the_rate_and_costs_they_were_built_from():
     assert attention_figures(flat, gather, peak)[0] == 1.0
 
 
-def test_fused_rows_curve_recovers_the_per_key_parts_it_was_built_from():
+@pytest.mark.parametrize("own", [False, True])
+def test_fused_rows_curve_recovers_the_per_key_parts_it_was_built_from(own):
     """Rows probe times built from a fixed part per call, a part per query head, the keys' reading
     at the gather rate, their products at a known rate and a per-key part that is not linear in the
     rows give that per-key part back at every rows (to the 0.01 ns the figure keeps); a part below 0
-    (products priced slower than they ran) reads 0."""
-    from validation.probes import ATTN_HEADS, FUSED_ROWS, KV_DIM, KV_HEADS, ROWS_SIZES, fused_rows_curve, rows_key
+    (products priced slower than they ran) reads 0. Both the group call's table and the own call's
+    (OWN_SIZES, OWN_ROWS)."""
+    from validation import probes
+    from validation.probes import ATTN_HEADS, KV_DIM, KV_HEADS, fused_rows_curve, rows_key
+    sizes, all_rows = (probes.OWN_SIZES, probes.OWN_ROWS) if own else (probes.ROWS_SIZES, probes.FUSED_ROWS)
     gather, per_flop = 2e9, 1 / 30e9
     read = 2 * (KV_HEADS // 4) * KV_DIM * 4 / gather / ATTN_HEADS  # a key, per query head
     def true(n, r):  # odd rows dearer, a rise past 32 rows, more at the larger size
@@ -238,15 +248,15 @@ def test_fused_rows_curve_recovers_the_per_key_parts_it_was_built_from():
     def times(part):
         return {rows_key(n, r, c): 2e-3 + n * r * ATTN_HEADS * 1e-6
                 + ATTN_HEADS * n * (c + r) * (read + r * 4 * KV_DIM * per_flop + part(n, r))
-                for n, contexts in ROWS_SIZES for r in FUSED_ROWS for c in contexts}
+                for n, contexts in sizes for r in all_rows for c in contexts}
 
-    got = fused_rows_curve(times(true), gather, per_flop)
+    got = fused_rows_curve(times(true), gather, per_flop, sizes, all_rows)
     key_mib = 2 * (KV_HEADS // 4) * KV_DIM * 4 / 2**20
-    assert list(got) == [round(n * (lo * hi) ** 0.5 * key_mib, 2) for n, (lo, hi) in ROWS_SIZES]
-    for (n, _), curve in zip(ROWS_SIZES, got.values()):
-        assert [r for r, _ in curve] == list(FUSED_ROWS)
-        assert [x for _, x in curve] == pytest.approx([true(n, r) * 1e9 for r in FUSED_ROWS], abs=0.006)
-    below = fused_rows_curve(times(lambda n, r: -r * 4 * KV_DIM * per_flop), gather, per_flop)
+    assert list(got) == [round(n * (lo * hi) ** 0.5 * key_mib, 2) for n, (lo, hi) in sizes]
+    for (n, _), curve in zip(sizes, got.values()):
+        assert [r for r, _ in curve] == list(all_rows)
+        assert [x for _, x in curve] == pytest.approx([true(n, r) * 1e9 for r in all_rows], abs=0.006)
+    below = fused_rows_curve(times(lambda n, r: -r * 4 * KV_DIM * per_flop), gather, per_flop, sizes, all_rows)
     assert all(x == 0.0 for curve in below.values() for _, x in curve)
 
 

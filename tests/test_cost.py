@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.cost import ForwardCost, Work, attention_geometry, bound_of, expected_experts, host_time
+from sim.cost import GROUP_MAX, ForwardCost, Work, alike_rows, attention_geometry, bound_of, expected_experts, host_time, several_rows
 from sim.hardware import hardware_from_node
 from sim.models import model_from_node
 from sim.specio import Node
@@ -673,6 +673,67 @@ def test_fused_rows_price_each_key_by_the_sequences_query_rows_and_size(tmp_path
                 {"a": [[2, 1.0]]}, [[2, 1.0]], {}):
         with pytest.raises(SpecError, match="fused_rows"):
             device("cpu", fused_rows=bad)
+
+
+def test_fused_own_prices_the_calls_a_sequence_takes_alone(tmp_path):
+    """Work.own_* (sim.cost.several_rows: a chunk of more than 64 rows, or the only sequence with
+    2 to 64) are priced on fused_own at their mean rows, held beyond its last, at one call's size;
+    the rest stay on fused_rows; without fused_own all are priced together, as before 0.51.0."""
+    m = model("tiny")
+    rows_curve = {1.0: [[2, 30.0], [4, 10.0], [64, 50.0]]}
+    own_curve = {0.5: [[2, 100.0], [4, 60.0], [128, 20.0]]}
+    base = device("cpu", fused_key_ns=5.0)
+    both = device("cpu", fused_key_ns=5.0, fused_rows=rows_curve, fused_own=own_curve)
+    pooled = device("cpu", fused_key_ns=5.0, fused_rows=rows_curve)
+
+    def step(seqs):  # [(query rows, keys)], every sequence sampling its rows
+        tok = sum(r for r, _ in seqs)
+        return Work(tokens=tok, seqs=len(seqs), pairs=sum(r * k for r, k in seqs), kv_read=sum(k for _, k in seqs),
+                    lm_tokens=tok, mixed=int(any(r == 1 for r, _ in seqs)), **several_rows(seqs))
+
+    def extra(hw, w):  # seconds beyond fused_key_ns
+        return ForwardCost(m, hw)(w).time - ForwardCost(m, base)(w).time
+
+    per = m.layers * m.heads * 1e-9  # a key's ns, all layers and heads
+    lone = step([(4, 200), (1, 100), (1, 100)])  # one chain among decodes: its own call
+    assert (lone.own_seqs, lone.own_tokens, lone.own_kv) == (1, 4, 200)
+    assert extra(both, lone) == pytest.approx(200 * (60.0 - 5.0) * per)
+    assert extra(pooled, lone) == pytest.approx(200 * (10.0 - 5.0) * per)
+    group = step([(4, 200), (4, 300)])  # two chains: the group call
+    assert group.own_seqs == 0 and extra(both, group) == pytest.approx(extra(pooled, group))
+    chunk = step([(256, 256), (4, 200), (2, 100)])  # a prefill chunk beside a group
+    assert (chunk.own_seqs, chunk.own_kv, chunk.multi_seqs) == (1, 256, 3)
+    assert extra(both, chunk) == pytest.approx((256 * (20.0 - 5.0) + 300 * (20.0 - 5.0)) * per)  # group at 3 rows
+    two = step([(66, 100), (128, 200)])  # two chunks: mean 97 rows
+    assert extra(both, two) == pytest.approx(300 * (60.0 + (20.0 - 60.0) * 93 / 124 - 5.0) * per)
+    assert extra(pooled, two) == pytest.approx(0.0)  # beyond fused_rows' 64 rows: fused_key_ns
+    fields = Work._fields
+    cases = [lone, group, chunk, two]
+    vec = Work(*(np.array([getattr(w, f) for w in cases]) for f in fields))
+    assert ForwardCost(m, both)(vec).time == pytest.approx(np.array([ForwardCost(m, both)(w).time for w in cases]))
+    h2 = round_trip(both, tmp_path)
+    assert [b for b, _ in h2.fused_own] == pytest.approx([0.5 * 2**20])
+    assert [x for _, x in h2.fused_own[0][1]] == pytest.approx([100e-9, 60e-9, 20e-9])
+    assert device("h100-sxm").fused_own == ()
+    from sim.errors import SpecError
+    for bad in ({1: [[4, 1.0], [2, 1.0]]}, {1: [[2, -1.0]]}, [[2, 1.0]], {}):
+        with pytest.raises(SpecError, match="fused_own"):
+            device("cpu", fused_own=bad)
+
+
+def test_several_rows_lays_sequences_out_as_the_engines_attention_does():
+    """sim.cost.several_rows follows kernels/attention.py: GROUP_MAX is its group_max; a chunk
+    beyond it, or the only sequence of 2 to GROUP_MAX, takes a call of its own."""
+    import inspect
+
+    from kernels.attention import paged_attention_ref
+    assert inspect.signature(paged_attention_ref).parameters["group_max"].default == GROUP_MAX
+    assert several_rows([(1, 9), (1, 9)]) == alike_rows(0, 0, 0)
+    assert several_rows([(3, 10), (1, 5)]) == alike_rows(3, 10, 1)
+    assert several_rows([(3, 10), (64, 70)]) == alike_rows(67, 80, 2) and alike_rows(67, 80, 2)["own_seqs"] == 0
+    assert several_rows([(3, 10), (65, 70)])["own_seqs"] == 2
+    assert several_rows([(3, 10), (4, 12), (65, 70)])["own_tokens"] == 65
+    assert alike_rows(130, 300, 2)["own_kv"] == 300
 
 
 def test_elementwise_passes_add_per_token_and_layer():

@@ -42,7 +42,7 @@ from validation.host_probes import (allocator_op, checkpoint_of, TINY_CHECKPOINT
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
                                     layer_time, logit_probe, logit_time, LOGIT_VOCABS, ngram_probe, ngram_times, pass_fixed_time, SPEED_BLOCK_S, speed_probe,
                                     SPEED_WINDOW_S, verify_host_figures, verify_host_probe, VERIFY_SEQS)  # noqa: E402
-from validation.probes import (attention_figures, attention_key, attention_probe, ATTN_CALLS, decode_curve, fused_rows_curve, rows_probes,
+from validation.probes import (attention_figures, attention_key, attention_probe, ATTN_CALLS, decode_curve, fused_rows_curve, OWN_ROWS, OWN_SIZES, rows_probes,
                                decode_key, decode_probe, decode_sizes, elementwise_curve, elementwise_probe, elementwise_time, EW_PAIR, EW_TOKENS,
                                KV_CONTEXT, kv_gather_bytes, kv_gather_probe, kv_key, KV_MIDDLE, KV_SEQS,
                                kv_size_curve, KV_SIZES, last_level_cache_bytes,
@@ -256,6 +256,7 @@ class Calibration:
                                 ("attn_long", [a for a in ATTN_CALLS if a[2] == longest])):
                 probes[name] = paired({attention_key(*a): attention_probe(device, *a) for a in calls}, 2)
             probes["attn_rows"] = paired(rows_probes(device), 2)
+            probes["attn_own"] = paired(rows_probes(device, OWN_SIZES, OWN_ROWS), 2)
             elementwise = {f"ew{n}": elementwise_probe(device, n) for n in EW_TOKENS}
             probes["elementwise"] = lambda: block_times(elementwise, 3)
         self.probes = probes
@@ -382,6 +383,9 @@ class Calibration:
         out["attn_dense"] = self.serial
         # the fused call's per-key part by its query rows (ns), its products as priced taken off
         out["fused_rows"] = fused_rows_curve(t, gather_bw, 1.0 / (out["eta_attn"] * peak)) if self.serial else {}
+        # and in a sequence's call of its own (a lone chain, a prefill chunk)
+        out["fused_own"] = fused_rows_curve(t, gather_bw, 1.0 / (out["eta_attn"] * peak), OWN_SIZES, OWN_ROWS) \
+            if self.serial else {}
         # the decode curves, the products (on the compute roof at eta_attn, as priced) taken off
         out["kv_decode"], out["kv_decode_warm"] = {}, {}
         for g in self.geometries:

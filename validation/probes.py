@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from sim import trees as T
+from sim.cost import GROUP_MAX
 from sim.hardware import geometry_label
 from sim.models import ModelSpec
 from validation.timing import device_sync
@@ -281,6 +282,13 @@ def attention_figures(t: dict, gather_bw: float, peak: float) -> tuple[float, fl
 # rows 56-60 ns at 0.5-8 MiB of K and V, 71-105 at 8-48 MiB (fused_sizes.txt)
 FUSED_ROWS = (2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
 ROWS_SIZES = ((8, (128, 1024)), (16, (1024, 2048)))  # (sequences, (contexts))
+# a sequence's call of its own (fused_own): one sequence verifying a chain of each rows up to the
+# group call's most (a lone chain or tree), then prefilling a causal chunk of more (each after
+# both contexts). 2026-12-06 (EPYC Zen 3) the family's one-sequence chains read -3% to -17% and
+# its prefill chunks +6% to +15% priced on the group curve and fused_key_ns
+# (validation/results/cpu-epyc-zen3/0.50.0/steptime-rows.txt)
+OWN_ROWS = (2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256, 512)
+OWN_SIZES = ((1, (128, 1024)),)
 
 
 def rows_key(seqs: int, rows: int, context: int) -> str:
@@ -288,26 +296,27 @@ def rows_key(seqs: int, rows: int, context: int) -> str:
     return f"rows{seqs}x{rows}c{context}"
 
 
-def rows_probes(device: str) -> dict:
-    """{rows_key: call} of the fused_rows probes: at each of ROWS_SIZES, its sequences verifying
-    chains of each of FUSED_ROWS rows after each of its contexts (attention_probe's calls)."""
-    return {rows_key(n, r, c): attention_probe(device, n, r, c, True)
-            for n, contexts in ROWS_SIZES for r in FUSED_ROWS for c in contexts}
+def rows_probes(device: str, sizes=ROWS_SIZES, rows=FUSED_ROWS) -> dict:
+    """{rows_key: call} of the fused_rows probes (fused_own's: OWN_SIZES, OWN_ROWS): at each of
+    `sizes`, its sequences verifying chains of each of `rows` rows (prefilling causal chunks
+    beyond GROUP_MAX) after each of its contexts (attention_probe's calls)."""
+    return {rows_key(n, r, c): attention_probe(device, n, r, c, r <= GROUP_MAX)
+            for n, contexts in sizes for r in rows for c in contexts}
 
 
-def fused_rows_curve(t: dict, gather_bw: float, per_flop: float) -> dict:
-    """{MiB: [[rows, ns per key and query head], ...]} for ROWS_SIZES and FUSED_ROWS
-    (hardware.fused_rows) from the mean times `t` of rows_probes: each rows' time per key and
-    query head between a size's two contexts, less reading the key at the gather rate
-    `gather_bw` and less its products at `per_flop` seconds a FLOP (as the cost model prices
-    them: 1 / (eta_attn x peak)); none below 0. A size is its sequences' K and V at the
-    geometric mean of its two contexts."""
+def fused_rows_curve(t: dict, gather_bw: float, per_flop: float, sizes=ROWS_SIZES, rows=FUSED_ROWS) -> dict:
+    """{MiB: [[rows, ns per key and query head], ...]} for `sizes` and `rows`
+    (hardware.fused_rows; fused_own's from OWN_SIZES and OWN_ROWS) from the mean times `t` of
+    rows_probes: each rows' time per key and query head between a size's two contexts, less
+    reading the key at the gather rate `gather_bw` and less its products at `per_flop` seconds a
+    FLOP (as the cost model prices them: 1 / (eta_attn x peak)); none below 0. A size is its
+    sequences' K and V at the geometric mean of its two contexts."""
     key_bytes = 2 * (KV_HEADS // 4) * KV_DIM * 4  # a key's K and V, fp32
     read = key_bytes / gather_bw / ATTN_HEADS  # per query head
     out = {}
-    for n, (lo, hi) in ROWS_SIZES:
+    for n, (lo, hi) in sizes:
         curve = []
-        for r in FUSED_ROWS:
+        for r in rows:
             per_key = (t[rows_key(n, r, hi)] - t[rows_key(n, r, lo)]) / (ATTN_HEADS * n * (hi - lo))
             curve.append([r, round(float(max(0.0, per_key - read - r * 4 * KV_DIM * per_flop)) * 1e9, 2)])
         out[round(n * (lo * hi) ** 0.5 * key_bytes / 2**20, 2)] = curve

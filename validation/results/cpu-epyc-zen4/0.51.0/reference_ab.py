@@ -1,0 +1,52 @@
+"""Whether the host-speed reference that validation.compare runs after every engine step slows
+the steps it sits between: the family's `none` at concurrency 1 and 4, runs alternating with
+and without it.
+
+    python validation/results/cpu-epyc-zen4/0.51.0/reference_ab.py [PAIRS]
+
+One thread, the engine's allocator settings, one untimed run first; prints each run's median
+decode-step time (every sequence decoding, no prefill) and the medians of each way."""
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
+from engine.cli import build  # noqa: E402
+from engine.host_memory import retain_freed_memory  # noqa: E402
+from engine.runner import run_scheme  # noqa: E402
+from sim.spec import load_trace  # noqa: E402
+from sim.workload import make_requests  # noqa: E402
+from validation.timing import settled_reference  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+def decode_median(trace, source, model, c: int, reference) -> float:
+    """One run of `none` at concurrency c: its decode steps' median duration (s)."""
+    res = run_scheme(trace, trace.speculation[0], make_requests(trace.workload, trace.seed, c), model,
+                     prompts=source.prompts, reference=reference)
+    cols = res.result.steps.columns()
+    keep = (cols["prefill_tokens"] == 0) & (cols["batch_size"] == c)
+    return float(statistics.median(cols["duration"][keep]))
+
+
+def main(pairs: int = 6) -> None:
+    torch.set_num_threads(1)
+    retain_freed_memory()
+    trace = load_trace(ROOT / "traces" / "family-schemes.yaml")
+    source, model, _ = build(trace)
+    for c in (1, 4):
+        decode_median(trace, source, model, c, None)  # untimed
+        ways: dict[str, list[float]] = {"without": [], "with": []}
+        for i in range(pairs):
+            for way in (("without", "with") if i % 2 == 0 else ("with", "without")):
+                ways[way].append(decode_median(trace, source, model, c, settled_reference if way == "with" else None))
+        for way, v in ways.items():
+            print(f"concurrency {c} {way:7} the reference: median {statistics.median(v) * 1e3:.3f} ms "
+                  f"[{' '.join(f'{x * 1e3:.2f}' for x in v)}]")
+
+
+if __name__ == "__main__":
+    main(*(int(x) for x in sys.argv[1:]))
