@@ -5,7 +5,9 @@ and without it.
     python validation/results/cpu-epyc-zen4/0.51.0/reference_ab.py [PAIRS]
 
 One thread, the engine's allocator settings, one untimed run first; prints each run's median
-decode-step time (every sequence decoding, no prefill) and the medians of each way."""
+decode-step time (every sequence decoding, no prefill) and the medians of each way, and each
+run's host speed as the reference read it (runs with it; relative to their first): whether the
+loop feels what slows the steps."""
 import statistics
 import sys
 from pathlib import Path
@@ -23,13 +25,14 @@ from validation.timing import settled_reference  # noqa: E402
 ROOT = Path(__file__).resolve().parents[4]
 
 
-def decode_median(trace, source, model, c: int, reference) -> float:
-    """One run of `none` at concurrency c: its decode steps' median duration (s)."""
+def decode_median(trace, source, model, c: int, reference) -> tuple[float, float | None]:
+    """One run of `none` at concurrency c: its decode steps' median duration (s), and the host
+    speed the reference read over it (None without)."""
     res = run_scheme(trace, trace.speculation[0], make_requests(trace.workload, trace.seed, c), model,
                      prompts=source.prompts, reference=reference)
     cols = res.result.steps.columns()
     keep = (cols["prefill_tokens"] == 0) & (cols["batch_size"] == c)
-    return float(statistics.median(cols["duration"][keep]))
+    return float(statistics.median(cols["duration"][keep])), res.reference_speed
 
 
 def main(pairs: int = 6) -> None:
@@ -40,12 +43,20 @@ def main(pairs: int = 6) -> None:
     for c in (1, 4):
         decode_median(trace, source, model, c, None)  # untimed
         ways: dict[str, list[float]] = {"without": [], "with": []}
+        speeds: list[float] = []
         for i in range(pairs):
             for way in (("without", "with") if i % 2 == 0 else ("with", "without")):
-                ways[way].append(decode_median(trace, source, model, c, settled_reference if way == "with" else None))
+                step, speed = decode_median(trace, source, model, c, settled_reference if way == "with" else None)
+                ways[way].append(step)
+                if speed:
+                    speeds.append(speed)
         for way, v in ways.items():
             print(f"concurrency {c} {way:7} the reference: median {statistics.median(v) * 1e3:.3f} ms "
                   f"[{' '.join(f'{x * 1e3:.2f}' for x in v)}]")
+        timed = ways["with"]
+        print(f"  the reference's host speed in the runs with it, over the first's: "
+              f"[{' '.join(f'{x / speeds[0]:.3f}' for x in speeds)}]; their steps over the first's: "
+              f"[{' '.join(f'{x / timed[0]:.3f}' for x in timed)}]")
 
 
 if __name__ == "__main__":
