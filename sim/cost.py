@@ -48,7 +48,7 @@ class Work(NamedTuple):
     multi_tokens: object = 0
     multi_kv: object = 0
     multi_seqs: object = 0  # how many such sequences (their mean query rows: hardware.fused_rows)
-    # of those, the ones the engine attends in a call of their own (own_path): Σ query tokens +
+    # of those, the ones the engine attends in a call of their own (several_rows): Σ query tokens +
     # drafted nodes, Σ keys, how many (hardware.fused_own); the rest share padded group calls
     own_tokens: object = 0
     own_kv: object = 0

@@ -182,10 +182,11 @@ class HardwareSpec:
     # Empty: fused_key_s for all
     fused_rows: tuple = ()
     # the same, for a sequence's call of its own, by its rows and its own K and V's bytes a
-    # layer (validation/probes.py `fused_own_curve`): the engine gives one to a prefill chunk of
-    # more than 64 rows, and to a sequence with 2 to 64 that is the only one in its step
-    # (kernels/attention.py), unpadded and unbatched. Empty: such sequences are priced with the
-    # others, on fused_rows at their mean rows (before 0.51.0)
+    # layer (validation/probes.py `fused_rows_curve` on OWN_SIZES and OWN_ROWS): the engine gives
+    # one to a prefill chunk of more than 64 rows, and to a sequence with 2 to 64 that is the
+    # only one in its step (kernels/attention.py), unpadded and unbatched; held beyond its last
+    # rows. Empty: such sequences are priced with the others, on fused_rows at their mean rows
+    # (before 0.51.0)
     fused_own: tuple = ()
     # time per activation element of a layer's unfused elementwise passes (norms, rotary
     # embedding, gating, residual adds: sim.cost.elementwise_elems per token), added to the
