@@ -1,9 +1,10 @@
 """Where the engine's decode step goes, against the simulator's parts, for `none` on the family.
 
-    python validation/results/cpu-epyc-zen4/0.51.0/decompose.py COMPARE_DIR [CONCURRENCY...]
+    python validation/results/cpu-epyc-zen4/0.51.0/decompose.py COMPARE_DIR [TRACE.yaml] [CONCURRENCY...]
 
-Runs the family trace's `none` scheme through the engine (one thread, the engine's allocator
-settings) at each concurrency (default 1 and 4), timing every target forward inside its steps,
+Runs the trace's (default traces/family-schemes.yaml) `none` scheme through the engine (one
+thread, the engine's allocator settings) at each concurrency (default 1 and 4), timing every
+target forward inside its steps,
 and prices each decode step (every sequence decoding, no prefill) as the simulator does under
 the profile a comparison measured (COMPARE_DIR/sim-trace.yaml: its model and hardware): the
 forward (sim.cost.ForwardCost) and the host time around it (host_time with the step's allocator
@@ -26,10 +27,12 @@ from sim.workload import make_requests  # noqa: E402
 ROOT = Path(__file__).resolve().parents[4]
 
 
-def main(compared: str, *levels: str) -> None:
+def main(compared: str, *args: str) -> None:
     torch.set_num_threads(1)
     retain_freed_memory()
-    trace = load_trace(ROOT / "traces" / "family-schemes.yaml")
+    named = [a for a in args if a.endswith(".yaml")]
+    levels = [a for a in args if not a.endswith(".yaml")]
+    trace = load_trace(named[0] if named else ROOT / "traces" / "family-schemes.yaml")
     priced = load_trace(Path(compared) / "sim-trace.yaml")
     hw, fwd = priced.hardware, ForwardCost(priced.model, priced.hardware, priced.tp)
     source, model, drafters = build(trace)
