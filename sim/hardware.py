@@ -178,8 +178,8 @@ class HardwareSpec:
     # than at 1-8 (2026-12-06, EPYC Zen 3: validation/results/cpu-epyc-zen3/0.50.0/fused_rows.txt,
     # fused_sizes.txt). Rows interpolate linearly, sizes linearly in log size,
     # held beyond the ends; it prices sequences of 2 up to a curve's last rows (the fused group
-    # call's most, 64), longer ones (prefill chunks: a call of their own) keep fused_key_s.
-    # Empty: fused_key_s for all
+    # call's most, 64), longer ones (prefill chunks: a call of their own) keep fused_key_s
+    # unless fused_own prices them. Empty: fused_key_s for all
     fused_rows: tuple = ()
     # the same, for a sequence's call of its own, by its rows and its own K and V's bytes a
     # layer (validation/probes.py `fused_rows_curve` on OWN_SIZES and OWN_ROWS): the engine gives
