@@ -11,26 +11,16 @@ import statistics
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
-from engine.cli import build  # noqa: E402
-from engine.host_memory import retain_freed_memory  # noqa: E402
 from engine.runner import run_scheme  # noqa: E402
-from sim.spec import load_trace  # noqa: E402
 from sim.workload import make_requests  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_ab import decode_median  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[4]
+from reference_ab import decode_median, family_engine  # noqa: E402
 
 
 def main(rounds: int = 2) -> None:
-    torch.set_num_threads(1)
-    retain_freed_memory()
-    trace = load_trace(ROOT / "traces" / "family-schemes.yaml")
-    source, model, drafters = build(trace)
+    trace, source, model, drafters = family_engine()
     requests = make_requests(trace.workload, trace.seed, 4)
     decode_median(trace, source, model, 4, None)  # untimed
     runs = [decode_median(trace, source, model, 4, None)[0] for _ in range(3)]

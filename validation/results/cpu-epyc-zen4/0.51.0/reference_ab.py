@@ -35,11 +35,17 @@ def decode_median(trace, source, model, c: int, reference) -> tuple[float, float
     return float(statistics.median(cols["duration"][keep])), res.reference_speed
 
 
-def main(pairs: int = 6) -> None:
+def family_engine() -> tuple:
+    """(trace, source, model, drafters) of traces/family-schemes.yaml, built, on one thread with
+    the engine's allocator settings."""
     torch.set_num_threads(1)
     retain_freed_memory()
     trace = load_trace(ROOT / "traces" / "family-schemes.yaml")
-    source, model, _ = build(trace)
+    return (trace, *build(trace))
+
+
+def main(pairs: int = 6) -> None:
+    trace, source, model, _ = family_engine()
     for c in (1, 4):
         decode_median(trace, source, model, c, None)  # untimed
         ways: dict[str, list[float]] = {"without": [], "with": []}

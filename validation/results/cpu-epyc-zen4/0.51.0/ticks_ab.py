@@ -11,25 +11,15 @@ import statistics
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
-from engine.cli import build  # noqa: E402
-from engine.host_memory import retain_freed_memory  # noqa: E402
-from sim.spec import load_trace  # noqa: E402
 from validation.calibrate import for_trace  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_ab import decode_median  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[4]
+from reference_ab import decode_median, family_engine  # noqa: E402
 
 
 def main(pairs: int = 6) -> None:
-    torch.set_num_threads(1)
-    retain_freed_memory()
-    trace = load_trace(ROOT / "traces" / "family-schemes.yaml")
-    source, model, _ = build(trace)
+    trace, source, model, _ = family_engine()
     tick = for_trace(trace, source.spec).spread(len(trace.speculation) * len(trace.sweep_concurrency), 2)
     for c in (1, 4):
         decode_median(trace, source, model, c, None)  # untimed
