@@ -203,10 +203,10 @@ class Speculator:
         drafting = max(1, round(batch * self.match)) if depth else 0  # sequences with drafts (prompt lookup: a match)
         tokens = batch + drafting * nodes
         ctx = int(context)
+        several = drafting if nodes else 0  # the sequences verifying drafted nodes
         work = Work(tokens=tokens, seqs=batch, pairs=tokens * (ctx + 1) + drafting * nodes * max(depth, 1),
                     kv_read=batch * (ctx + 1), lm_tokens=tokens, mixed=int(0 < drafting < batch),
-                    **alike_rows(drafting * (1 + nodes), drafting * (ctx + 1 + nodes), drafting) if nodes
-                    else alike_rows(0, 0, 0))
+                    **alike_rows(several * (1 + nodes), several * (ctx + 1 + nodes), several))
         hw = self.trace.hardware
         t = self.target(work).time + host_time(hw, batch)
         if not depth:

@@ -83,13 +83,14 @@ def test_fit_scales_flat_and_keyed_curves_alike():
 
 def test_reprice_prices_a_grids_points_under_each_change_of_its_profile(tmp_path):
     """validation.steptime.reprice: each point at predict's price under the grid's measured
-    profile as run, and with fields replaced; by_model splits the errors by model beside all."""
+    profile as run, and with fields replaced; by_model splits the errors by model beside all;
+    reprice_groups gives each way's line and the grouped points' errors."""
     import json
     import shutil
     from dataclasses import replace
     from sim.hardware import hardware_from_node
     from sim.specio import Node
-    from validation.steptime import ROOT, by_model, grid_specs, predict, reprice, summary_text
+    from validation.steptime import ROOT, by_model, grid_specs, predict, reprice, reprice_groups, summary_text
     shutil.copy(ROOT / "traces" / "hardware" / "cpu-measured.yaml", tmp_path / "measured-hardware.yaml")
     (name, _, spec), (other, _, _) = grid_specs("cpu", 4.0)
     pts = [{"kind": "chain3", "batch": 4, "context": 512, "q": 1, "tree": [-1, 0, 1], "drafting": 4, "model": name,
@@ -105,3 +106,8 @@ def test_reprice_prices_a_grids_points_under_each_change_of_its_profile(tmp_path
     errs = by_model(points, priced["as run"])
     assert list(errs) == ["all", name, other] and errs[name] == [priced["as run"][0] / 0.05 - 1]
     assert summary_text([0.1, -0.2, 0.3]) == "20.0% / 30.0% (+10.0%)"
+    lines, groups = reprice_groups(tmp_path, {"as run": {}, "slow": {"fused_key_s": 1e-6}},
+                                   lambda p: p["kind"] if p["kind"] != "decode" else None)
+    assert lines[0] == f"{tmp_path.name} {'as run':18}: " + "; ".join(
+        f"{k} {summary_text(v)}" for k, v in errs.items())
+    assert groups == {"chain3": {w: [priced[w][0] / 0.05 - 1] for w in ("as run", "slow")}}

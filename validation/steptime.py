@@ -174,6 +174,21 @@ def summary_text(errs: list[float]) -> str:
     return f"{100 * e['median_abs']:.1f}% / {100 * e['p90_abs']:.1f}% ({100 * e['median_signed']:+.1f}%)"
 
 
+def reprice_groups(grid_dir: Path, ways: dict[str, dict], group_of) -> tuple[list[str], dict]:
+    """`reprice` summed up: each way's line of errors by model (summary_text), and {group: {way:
+    [signed errors]}} of the points `group_of(point)` puts in a group (None: in none)."""
+    points, priced = reprice(grid_dir, ways)
+    lines, groups = [], {}
+    for way, times in priced.items():
+        for p, t in zip(points, times):
+            key = group_of(p)
+            if key is not None:
+                groups.setdefault(key, {}).setdefault(way, []).append(t / p["measured"] - 1)
+        lines.append(f"{grid_dir.name} {way:18}: "
+                     + "; ".join(f"{k} {summary_text(v)}" for k, v in by_model(points, times).items()))
+    return lines, groups
+
+
 def reprice(grid_dir: Path, ways: dict[str, dict]) -> tuple[list[dict], dict[str, list[float]]]:
     """A CPU grid's points (the DIR of `steptime --out DIR`: steptime.json) and their prices
     under its measured profile changed each way ({way: HardwareSpec fields to replace}; {} as

@@ -12,21 +12,20 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
-from validation.steptime import by_model, reprice, summary_text  # noqa: E402
+from validation.steptime import reprice_groups  # noqa: E402
+
+
+def group_of(p: dict):
+    """A chain, mixed or tree point's group: its model, kind, batch and context."""
+    kind = p["kind"].rstrip("0123456789")
+    return (p["model"], kind, p["batch"], p["context"]) if kind in ("chain", "mixed", "tree") else None
 
 
 def main(dirs: list[str]) -> None:
     for d in map(Path, dirs):
         ways = {"as run": {}, "without fused_rows": {"fused_rows": ()}}
-        points, priced = reprice(d, ways)
-        groups: dict = {}
-        for way, times in priced.items():
-            for p, t in zip(points, times):
-                e = t / p["measured"] - 1
-                kind = p["kind"].rstrip("0123456789")
-                if kind in ("chain", "mixed", "tree"):
-                    groups.setdefault((p["model"], kind, p["batch"], p["context"]), {}).setdefault(way, []).append(e)
-            print(f"{d.name} {way:18}: " + "; ".join(f"{k} {summary_text(v)}" for k, v in by_model(points, times).items()))
+        lines, groups = reprice_groups(d, ways, group_of)
+        print("\n".join(lines))
         print("  median signed error of each group's kinds, as run / without fused_rows:")
         for (model, kind, b, c), by in sorted(groups.items()):
             print(f"  {model:20} {kind:5} B={b:<3} ctx={c:<5} " + " / ".join(

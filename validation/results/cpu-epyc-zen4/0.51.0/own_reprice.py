@@ -12,21 +12,21 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
-from validation.steptime import by_model, reprice, summary_text, work_of  # noqa: E402
+from validation.steptime import reprice_groups, work_of  # noqa: E402
+
+
+def group_of(p: dict):
+    """A point with a call of a sequence's own: its model, prefill or one sequence, and context."""
+    if not work_of(p).own_seqs:
+        return None
+    return p["model"], "prefill" if p["kind"].startswith("prefill") else "one sequence", p["context"]
 
 
 def main(dirs: list[str]) -> None:
     for d in map(Path, dirs):
         ways = {"as run": {}, "without fused_own": {"fused_own": ()}}
-        points, priced = reprice(d, ways)
-        groups: dict = {}
-        for way, times in priced.items():
-            for p, t in zip(points, times):
-                if not work_of(p).own_seqs:
-                    continue
-                kind = "prefill" if p["kind"].startswith("prefill") else "one sequence"
-                groups.setdefault((p["model"], kind, p["context"]), {}).setdefault(way, []).append(t / p["measured"] - 1)
-            print(f"{d.name} {way:18}: " + "; ".join(f"{k} {summary_text(v)}" for k, v in by_model(points, times).items()))
+        lines, groups = reprice_groups(d, ways, group_of)
+        print("\n".join(lines))
         print("  the points with a call of a sequence's own: median signed error [each point's], as run / without fused_own:")
         for (model, kind, c), by in sorted(groups.items()):
             print(f"  {model:20} {kind:12} ctx={c:<5} " + " / ".join(
