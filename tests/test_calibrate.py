@@ -399,6 +399,29 @@ def test_the_pass_overhead_probe_runs_its_passes_as_the_drafters_do():
         assert m.ops is m.ops_unchecked
 
 
+def test_a_forward_probe_attends_over_the_context_it_is_given():
+    """forward_probe's `ctx`: the sequence's keys, over as many 16-slot pages as they take (a
+    chain to verify beyond them too), every one of them attended to: the step's lengths are the
+    context and its new tokens, and the output moves with the context (the cache's unwritten
+    slots hold zeros, which still take their share of the softmax)."""
+    import torch
+
+    from engine.model import StepBatch
+    from validation.host_probes import forward_probe
+
+    def step_of(fn) -> StepBatch:
+        return next(c.cell_contents for c in fn.__closure__ if isinstance(c.cell_contents, StepBatch))
+
+    out = {}
+    for ctx, nodes in ((8, 0), (40, 0), (30, 2)):
+        call = forward_probe(1, "cpu", nodes=nodes, ctx=ctx)
+        assert step_of(call).kv_lens.tolist() == [ctx + 1 + nodes]
+        hidden, _ = call()  # (1 + nodes, H)
+        assert hidden.shape == (1 + nodes, model_of(call).spec.hidden) and torch.isfinite(hidden).all()
+        out[ctx] = hidden
+    assert not torch.allclose(out[8], out[40])
+
+
 def test_the_forward_probes_run_the_engines_kernels_at_its_width(monkeypatch):
     """The host-time forwards build their model as the engine builds its own on the device: its
     kernel backend (kernels.default_backend) and width (engine.checkpoint.engine_dtype), with a KV

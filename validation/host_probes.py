@@ -180,12 +180,12 @@ HOST_SPEC = ModelSpec(name="probe", layers=1, hidden=64, heads=4, kv_heads=2, he
 
 
 def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1, check: bool = True, plain: int = 0,
-                  shape: ModelSpec = HOST_SPEC):
+                  shape: ModelSpec = HOST_SPEC, ctx: int = 8):
     """A bare forward call of a random model of `shape` (HOST_SPEC, hidden 64, by default) with
     `layers` layers, `seqs` sequences each with one decode token (and a chain of `nodes` drafted
-    tokens to verify, but for the last `plain` of them) over 8 keys: at HOST_SPEC's size compute
-    and bandwidth are negligible, so its time is host time. check: the model checks the step's
-    index tensors, as the engine's target does (its drafters do not)."""
+    tokens to verify, but for the last `plain` of them) over `ctx` keys (8: at HOST_SPEC's size
+    compute and bandwidth are then negligible, so its time is host time). check: the model checks
+    the step's index tensors, as the engine's target does (its drafters do not)."""
     from dataclasses import replace
 
     from engine.checkpoint import engine_dtype
@@ -196,22 +196,24 @@ def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1, check
     dtype = engine_dtype(device)
     model = Model.random(replace(shape, layers=layers), seed=0, device=device, check_values=check,
                          dtype=dtype, backend=default_backend(device))
-    cache = KVCache(model.spec, seqs, 16, device, dtype)
+    pages = -(-(ctx + 1 + nodes) // 16)  # each sequence's pages of 16 slots
+    cache = KVCache(model.spec, seqs * pages, 16, device, dtype)
+
     def query(b: int) -> SeqQuery:
-        k = nodes if b < seqs - plain else 0
-        return SeqQuery(tokens=[1], ctx=8, index=list(range(16 * b, 16 * b + 9)), nodes=[2] * k,
-                        parents=tuple(range(-1, k - 1)), spec_slots=list(range(16 * b + 9, 16 * b + 9 + k)))
+        k, first = (nodes if b < seqs - plain else 0), 16 * pages * b
+        return SeqQuery(tokens=[1], ctx=ctx, index=list(range(first, first + ctx + 1)), nodes=[2] * k,
+                        parents=tuple(range(-1, k - 1)), spec_slots=list(range(first + ctx + 1, first + ctx + 1 + k)))
 
     step = StepBatch.pack([query(b) for b in range(seqs)], device)
     return lambda: model.forward(step, cache)
 
 
-def layer_probes(layers: int, device: str) -> dict:
+def layer_probes(layers: int, device: str, ctx: int = 8) -> dict:
     """A bare decode forward of a random model with `layers` layers of the trained family's shape
-    (EW_SPEC): `layer{layers}`. Its growth per layer, less what the cost model charges for the
+    (EW_SPEC), one sequence over `ctx` keys: `layer{layers}`. Its growth per layer, less what the cost model charges for the
     layer's weight products (`layer_time`), is the host time of a real-sized layer: measured here,
     130-250 us a layer more than a HOST_SPEC layer."""
-    return {f"layer{layers}": forward_probe(layers, device, shape=EW_SPEC)}
+    return {f"layer{layers}": forward_probe(layers, device, shape=EW_SPEC, ctx=ctx)}
 
 
 def layer_products_time(gemm_rows: dict, peak: float, stream_bw: float, layers: int,
