@@ -210,9 +210,9 @@ def forward_probe(layers: int, device: str, nodes: int = 0, seqs: int = 1, check
 
 def layer_probes(layers: int, device: str, ctx: int = 8) -> dict:
     """A bare decode forward of a random model with `layers` layers of the trained family's shape
-    (EW_SPEC), one sequence over `ctx` keys: `layer{layers}`. Its growth per layer, less what the cost model charges for the
-    layer's weight products (`layer_time`), is the host time of a real-sized layer: measured here,
-    130-250 us a layer more than a HOST_SPEC layer."""
+    (EW_SPEC), one sequence over `ctx` keys: `layer{layers}`. Its growth per layer, less what the
+    cost model charges for the layer's weight products (`layer_time`), is the host time of a
+    real-sized layer: measured here, 130-250 us a layer more than a HOST_SPEC layer."""
     return {f"layer{layers}": forward_probe(layers, device, shape=EW_SPEC, ctx=ctx)}
 
 
