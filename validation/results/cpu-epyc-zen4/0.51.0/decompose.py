@@ -11,7 +11,6 @@ forward (sim.cost.ForwardCost) and the host time around it (host_time with the s
 operations, verify_host for its one call). Prints medians over the decode steps of each part."""
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -25,6 +24,8 @@ from sim.spec import load_trace  # noqa: E402
 from sim.workload import make_requests  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[4]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference_ab import time_forwards  # noqa: E402
 
 
 def main(compared: str, *args: str) -> None:
@@ -38,15 +39,7 @@ def main(compared: str, *args: str) -> None:
     source, model, drafters = build(trace)
     scheme = trace.speculation[0]
     assert scheme.label == "none"
-    forward = model.forward
-    times: list[float] = []
-
-    def timed(step, cache):
-        t0 = time.perf_counter()
-        out = forward(step, cache)
-        times.append(time.perf_counter() - t0)
-        return out
-    model.forward = timed
+    times = time_forwards(model)
     for c in [int(x) for x in levels] or [1, 4]:
         times.clear()
         res = run_scheme(trace, scheme, make_requests(trace.workload, trace.seed, c), model, prompts=source.prompts)

@@ -10,6 +10,7 @@ run's host speed as the reference read it (runs with it; relative to their first
 loop feels what slows the steps."""
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -42,6 +43,20 @@ def family_engine() -> tuple:
     retain_freed_memory()
     trace = load_trace(ROOT / "traces" / "family-schemes.yaml")
     return (trace, *build(trace))
+
+
+def time_forwards(model) -> list[float]:
+    """Wrap the target's forward so that each call's seconds go on the returned list (in call
+    order: the runner's untimed warm-up first); clear it before each run."""
+    forward, times = model.forward, []
+
+    def timed(step, cache, *rest):
+        t0 = time.perf_counter()
+        out = forward(step, cache, *rest)
+        times.append(time.perf_counter() - t0)
+        return out
+    model.forward = timed
+    return times
 
 
 def main(pairs: int = 6) -> None:

@@ -12,7 +12,6 @@ One thread, the engine's allocator settings, one untimed round first. Prints eac
 layer, engine layer and their ratio, then the medians."""
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
@@ -21,21 +20,14 @@ from sim.workload import make_requests  # noqa: E402
 from validation.calibrate import DEEP, for_trace  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "0.51.0"))
-from reference_ab import family_engine  # noqa: E402
+from reference_ab import family_engine, time_forwards  # noqa: E402
 
 
 def main(rounds: int = 10) -> None:
     trace, source, model, _ = family_engine()
     cal = for_trace(trace, source.spec)
     probe = cal.probes["layers"]
-    forward, times, full = model.forward, [], list(model.layers)
-
-    def timed(step, cache, *rest):
-        t0 = time.perf_counter()
-        out = forward(step, cache, *rest)
-        times.append(time.perf_counter() - t0)
-        return out
-    model.forward = timed
+    times, full = time_forwards(model), list(model.layers)
 
     def decode_forward(layers: int) -> float:
         """One run of `none` at 1 with the first `layers` layers: its decode forwards' median (s)."""

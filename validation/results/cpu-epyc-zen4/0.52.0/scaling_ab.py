@@ -12,20 +12,16 @@ of each; then the medians over the pairs, against the simulator's (its forward, 
 around the forward, and the whole step)."""
 import statistics
 import sys
-import time
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
-from engine.cli import build  # noqa: E402
-from engine.host_memory import retain_freed_memory  # noqa: E402
 from engine.runner import run_scheme  # noqa: E402
 from sim.cost import ForwardCost, Work, host_time, verify_host  # noqa: E402
 from sim.spec import load_trace  # noqa: E402
 from sim.workload import make_requests  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[4]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "0.51.0"))
+from reference_ab import family_engine, time_forwards  # noqa: E402
 
 
 def decode_parts(trace, source, model, c: int, times: list, priced) -> tuple[list[float], list[float]]:
@@ -53,20 +49,10 @@ def decode_parts(trace, source, model, c: int, times: list, priced) -> tuple[lis
 
 
 def main(compared: str, pairs: int = 6) -> None:
-    torch.set_num_threads(1)
-    retain_freed_memory()
-    trace = load_trace(ROOT / "traces" / "family-schemes.yaml")
+    trace, source, model, _ = family_engine()
     p = load_trace(Path(compared) / "sim-trace.yaml")
     priced = (p.hardware, ForwardCost(p.model, p.hardware, p.tp))
-    source, model, _ = build(trace)
-    forward, times = model.forward, []
-
-    def timed(step, cache, *rest):
-        t0 = time.perf_counter()
-        out = forward(step, cache, *rest)
-        times.append(time.perf_counter() - t0)
-        return out
-    model.forward = timed
+    times = time_forwards(model)
     for c in (1, 4):
         decode_parts(trace, source, model, c, times, priced)  # untimed
     ratios, sims = [], {}
