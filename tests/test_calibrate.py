@@ -1,5 +1,6 @@
 """validation.calibrate in its small CPU form: every probe measures something and the profile it
 writes loads as a hardware spec whose figures are the measured ones."""
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -634,6 +635,25 @@ def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
         assert hw.draft_input_s == pytest.approx(got["draft_input_s"], abs=1e-7)
         assert hw.draft_input_row_s == pytest.approx(got["draft_input_row_s"], abs=1e-9)
         assert 0 < got["draft_input_s"] + 4 * got["draft_input_row_s"] < 0.01
+        # a later layer timed in place at 1 and 4 sequences; the host time a layer is the excess at 1
+        lay = got["layer_rows"]
+        assert [r[0] for r in lay] == [1, 4] and all(0 < r[2] < 0.1 and r[3] > 0 for r in lay)
+        assert got["layer_s"] == max(0.0, lay[0][1]) and got["shape_layer_s"] >= 0
+        assert "timed in its engine steps beyond its priced products and attention" in text
+        assert hw.launch_s == pytest.approx(got["layer_s"] / KERNELS_PER_LAYER, abs=0.5e-8 * 1.001)
+        # the price it is taken off: the cost model's for one of the context's layers without an LM
+        # head, on this profile, its launches left out (whatever layer_s); more rows, more keys cost more
+        from sim.cost import ForwardCost, Work
+        from validation.reuse import layer_price
+        spec = context_model("tiny")
+        price = layer_price(got, spec)
+        assert price(1, 150) == layer_price(got | {"layer_s": 1.0}, spec)(1, 150) > 0
+        assert price(4, 150) > price(1, 150) and price(1, 4000) > price(1, 150)
+        no_launch = hardware_from_node(Node(str(path), None, "hardware"), Path("."))
+        no_launch = dataclasses.replace(no_launch, launch_s=0.0).for_weights(spec.weight_bytes)
+        for layers in (1, None):
+            want = ForwardCost(spec, no_launch, layers=layers, lm_head=False)(Work(4, 4, 600, 600, 0)).time
+            assert price(4, 600) * (layers or spec.layers) == pytest.approx(want, rel=1e-3)
     plain = Calibration(size_mb=8, gemm_n=64)
     assert plain.traffic is None and plain.context is None and "reuse" not in plain.probes and plain.first_vocab == 256
     # the context's own matrices get matmul curves of their own, cold and (where they fit) warm
@@ -792,6 +812,64 @@ def test_insitu_probe_times_each_part_where_the_engine_runs_it():
     assert step_parts(clock.steps, 3, INSITU_DEPTH) == {}  # no step of 3 sequences
     # the target's prefill and the shorter chains at the end are other steps, left out
     assert len(clock.steps) > len(whole)
+
+
+def test_the_insitu_probe_times_a_later_layer_whole_and_its_keys():
+    """ProductClock marks a plain decoding run's later layers, from the second layer's first
+    product to the LM head's: with every unchecked RMSNorm (two a later layer: the second
+    layer's FFN norm, the later layers' both, the final norm) slowed by 4 ms, a layer reads 8 ms
+    and a bit; each step's keys are its sequences' kv_lens; step_parts keeps both. A 1-layer
+    model has no later layer."""
+    import time
+
+    from engine.runner import run_scheme
+    from validation.host_probes import TINY_CHECKPOINT, probe_engine
+    from validation.reuse import ProductClock, step_parts
+    trace, target, _, requests = probe_engine(2, "cpu", {"scheme": "none"}, 8, checkpoint=TINY_CHECKPOINT | {"layers": 3})
+    norm = target.ops_unchecked.rms_norm
+
+    def slow(*args, **kwargs):
+        end = time.perf_counter() + 0.004
+        while time.perf_counter() < end:  # busy: a sleep can overshoot by a millisecond
+            pass
+        return norm(*args, **kwargs)
+    target.ops_unchecked = dataclasses.replace(target.ops_unchecked, rms_norm=slow)
+    clock = ProductClock(target)
+    with clock:
+        run_scheme(trace, trace.speculation[0], requests, target)
+    decode = [s for s in clock.steps if [n for n, _ in s["target"]["lm"]] == [2] and s["keys"] > 2 * 16]
+    assert len(decode) >= 5
+    import statistics
+    assert all(s["layer"] > 0.008 for s in decode)  # two slowed norms a layer, not fewer
+    assert statistics.median(s["layer"] for s in decode) < 0.0098  # nor more (2.5 from the first layer's product)
+    # 16-token prompts, then one more key a sequence a step
+    assert [s["keys"] for s in decode] == list(range(decode[0]["keys"], decode[0]["keys"] + 2 * len(decode), 2))
+    got = step_parts(clock.steps, 2, 0, skip=1)
+    assert got["inplace"] == [s["layer"] for s in decode[1:]] and got["keys"] == [s["keys"] for s in decode[1:]]
+    trace, one, _, requests = probe_engine(1, "cpu", {"scheme": "none"}, 4, checkpoint=TINY_CHECKPOINT)
+    clock = ProductClock(one)
+    with clock:
+        run_scheme(trace, trace.speculation[0], requests, one)
+    assert all("layer" not in s for s in clock.steps) and "inplace" not in step_parts(clock.steps, 1, 0, skip=1)
+
+
+def test_the_layer_in_place_is_its_time_beyond_its_price():
+    """layer_in_place: each rows value's timed layer less the price at its rows and keys; the
+    host time a layer is the excess at one sequence, never negative; none without the probe's
+    times or at one sequence."""
+    from validation.reuse import layer_in_place
+
+    def price(rows, keys):
+        return 1e-4 * rows + 1e-7 * keys
+    t = {"reuseinplace1": 8e-4, "reusekeys1": 150, "reuseinplace4": 9e-4, "reusekeys4": 600}
+    got = layer_in_place(t, price, (1, 4, 16))
+    assert got["layer_rows"] == [[1, pytest.approx(8e-4 - 1e-4 - 1.5e-5), 8e-4, 150],
+                                 [4, pytest.approx(9e-4 - 4e-4 - 6e-5), 9e-4, 600]]
+    assert got["layer_s"] == pytest.approx(6.85e-4)
+    assert layer_in_place({"reuseinplace1": 1e-5, "reusekeys1": 150}, price)["layer_s"] == 0.0
+    assert layer_in_place({k: v for k, v in t.items() if k.endswith("4")}, price) == {
+        "layer_rows": [[4, pytest.approx(4.4e-4), 9e-4, 600]]}
+    assert layer_in_place({}, price) == {}
 
 
 @pytest.mark.parametrize("geometry", [(2, 2, 64), (8, 4, 64), (1, 2, 128)])

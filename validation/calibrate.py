@@ -36,7 +36,8 @@ from engine.host_memory import retain_freed_memory  # noqa: E402
 from sim.speed import drift_of, spread_of  # noqa: E402
 from validation.drafter_host import (drafter_host_figures, first_pass_probe, later_pass_probe,  # noqa: E402
                                      medusa_host_figures, medusa_probe)
-from validation.reuse import REUSE_PROMPT, REUSE_ROWS, REUSE_STEPS, insitu_figures, insitu_probe, probe_prompt  # noqa: E402
+from validation.reuse import (REUSE_PROMPT, REUSE_ROWS, REUSE_STEPS, insitu_figures, insitu_probe,  # noqa: E402
+                              layer_in_place, layer_price, probe_prompt)
 from validation.host_probes import (allocator_op, checkpoint_of, TINY_CHECKPOINT, draft_cand_time, draft_logit_probe, draft_logit_time,
                                     draft_tree_probe,
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
@@ -407,14 +408,19 @@ class Calibration:
         # one verification call: the engine-step probe's decode steps made one each (step_s has it)
         out |= verify_host_figures(t, out["logit_s"])
         out["step_s"] = max(0.0, out["step_s"] - out["verify_call_s"])
-        # the probes' passes have LM heads, whose launches the cost model charges on top of a
-        # pass's fixed host time (since 0.32.0 taken off it: they were charged twice)
-        out["step_s"], out["pass_s"] = (pass_fixed_time(out[k], out["layer_s"]) for k in ("step_s", "pass_s"))
         # fast spells within the windows (each block over its window's mean), drift between them
         within = [np.asarray(r) / np.mean(r) for _, r in self.series if len(r)]
         out["speed_rates"], out["speed_spell_s"] = spread_of(within, SPEED_BLOCK_S)
         out["speed_drift_rates"], out["speed_drift_s"] = drift_of(self.series, SPEED_BLOCK_S,
                                                                 (out["speed_rates"], out["speed_spell_s"]))
+        # the context model's later layer timed in the engine, less its price but for host time: a
+        # layer's host time where measured (since 0.53.0), the family-shaped probes' kept beside it
+        out["shape_layer_s"] = out["layer_s"]
+        if "reuse" in self.probes:
+            out |= layer_in_place(t, layer_price(out, self.context), self.reuse_rows)
+        # the probes' passes have LM heads, whose launches the cost model charges on top of a
+        # pass's fixed host time (since 0.32.0 taken off it: they were charged twice)
+        out["step_s"], out["pass_s"] = (pass_fixed_time(out[k], out["layer_s"]) for k in ("step_s", "pass_s"))
         return out
 
 

@@ -21,7 +21,7 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
     return f"""# Measured by `python -m validation.calibrate` ({note}, {m['rounds']} rounds).
 # copy bandwidth {m['copy_bw'] / 1e9:.2f} GB/s (2 x size / time); weight streaming {m['stream_bw'] / 1e9:.2f} GB/s;
 # fp32 GEMM {fp32 * 1e3:.1f} GFLOP/s; one-element op {m['launch_s'] * 1e6:.1f} us; engine host time
-# {m['layer_s'] * 1e6:.0f} us per layer of the family's shape ({m['probe_layer_s'] * 1e6:.0f} us a hidden-64 layer), {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence,
+# {m['layer_s'] * 1e6:.0f} us per layer {_layer_note(m)} ({m['probe_layer_s'] * 1e6:.0f} us a hidden-64 layer), {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence,
 # {m['pass_s'] * 1e6:.0f} us per forward pass beyond its layers and LM head ({m['index_check_s'] * 1e6:.0f} us more to check its indices),
 # {m['multi_query_s'] * 1e6:.0f} us more per layer to verify
 # ({m['batch_query_s'] * 1e6:.0f} us more where several sequences verify, {m['mixed_query_s'] * 1e6:.0f} us more
@@ -173,3 +173,15 @@ def _medusa_note(m: dict) -> str:
         return ""
     return (f";\n# Medusa's host work around its heads' call {m['medusa_first_s'] * 1e6:.0f} us, {m['medusa_seq_s'] * 1e6:.0f} us per sequence"
             f" and {m['medusa_node_s'] * 1e6:.2f} us per sequence and further node")
+
+
+def _layer_note(m: dict) -> str:
+    """Where the profile's host time a layer (layer_s) comes from: the context model's later layer
+    timed in its engine steps beyond the rest of its price (validation.reuse.layer_in_place), with
+    that excess at every rows value timed, or the family-shaped layer probes."""
+    rows = m.get("layer_rows")
+    if not rows or "shape_layer_s" not in m:
+        return "of the family's shape"
+    by_rows = ", ".join(f"{r}: {x * 1e6:.0f}" for r, x, *_ in rows)
+    return (f"of the context model, timed in its engine steps beyond its priced products and attention\n"
+            f"# (by sequences decoding, us: {by_rows}; the family-shaped layer probes' {m['shape_layer_s'] * 1e6:.0f} us)")

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -84,6 +85,10 @@ class ProductClock:
         self.kinds = {w.data_ptr(): "layer" for m in models for layer in m.layers
                       for w in (layer.wqkv, layer.wo, layer.w_gate_up, layer.w_down)}
         self.kinds[model.lm_head.data_ptr()] = "lm"
+        # the target's later layers, whole, in place: from its second layer's first product to its
+        # LM head's (marks; the first layer runs the index checks, the later ones not)
+        self.later = len(model.layers) - 1
+        self.marks = {model.layers[1].wqkv.data_ptr(): "later", model.lm_head.data_ptr(): "head"} if self.later else {}
         self._inner, self._input = None, None
         model.forward = self._wrap(model.forward, True)
         if head is not None:
@@ -112,7 +117,11 @@ class ProductClock:
             t0 = self.clock()
             out = inner(a, b)
             dt = self.clock() - t0
-            kind = self.kinds.get(b.data_ptr())  # x @ W.T: W.T shares W's storage
+            ptr = b.data_ptr()  # x @ W.T: W.T shares W's storage
+            mark = self.marks.get(ptr)
+            if mark is not None and self.cur is not None and self.where is self.cur.get("target"):
+                self.cur.setdefault("marks", {})[mark] = t0
+            kind = self.kinds.get(ptr)
             if kind is not None:
                 self.where.setdefault(kind, []).append((int(a.shape[0]), dt))
             return out
@@ -129,6 +138,7 @@ class ProductClock:
                 self.cur = {"passes": []}
             if target:
                 self.cur["target"] = self.where = {}
+                self.cur["keys"] = int(args[0].kv_lens.sum())  # the step's keys, all its sequences'
             else:
                 self.where = self._input or {}
                 self._input = None
@@ -138,6 +148,9 @@ class ProductClock:
             finally:
                 self.where = None
                 if target:
+                    marks = self.cur.pop("marks", {})
+                    if len(marks) == 2:  # a later layer's seconds, whole (their mean)
+                        self.cur["layer"] = (marks["head"] - marks["later"]) / self.later
                     self.steps.append(self.cur)
                     self.cur = None
         return forward
@@ -175,6 +188,8 @@ def step_parts(steps: list, r: int, passes: int, skip: int = REUSE_SKIP) -> dict
                 parts["input_rest"] = statistics.mean(_total(p, "input") - _total(p, "input_product") for p in later)
         else:
             parts = {"layers": _total(t, "layer"), "lm": _total(t, "lm")}
+            if "layer" in s:  # a later layer in place, whole, and the keys its step attends to
+                parts |= {"inplace": s["layer"], "keys": s["keys"]}
         for k, v in parts.items():
             got.setdefault(k, []).append(v)
     return got
@@ -264,3 +279,37 @@ def input_line(rest: list[tuple[int, float]]) -> tuple[float, float]:
     r, s = np.array(rest, dtype=float).T
     slope = max(0.0, float(np.polyfit(r, s, 1)[0]))
     return max(0.0, float(np.mean(s - slope * r))), slope
+
+
+
+def layer_price(figures: dict, model: ModelSpec):
+    """The cost model's price of one later layer of `model` (the target's shape, its weights'
+    residency) but for its host time, on the profile of calibration figures `figures`
+    (Calibration.figures_of's, every field in place): a function of (rows, keys) -> seconds, for
+    `rows` sequences decoding one token each over `keys` keys in all (their products at
+    gemm_step's factor, attention over the keys, elementwise passes; no launches)."""
+    import yaml
+
+    from sim.cost import ForwardCost, Work
+    from sim.hardware import hardware_from_node
+    from sim.specio import Node
+    from validation.profile import profile_yaml
+    doc = yaml.safe_load(profile_yaml(figures | {"layer_s": 0.0}, "in-place layer", 1, "pricing"))
+    hw = hardware_from_node(Node(doc, None, "hardware"), Path(".")).for_weights(model.weight_bytes)
+    cost = ForwardCost(model, hw, layers=1, lm_head=False)
+    return lambda rows, keys: float(cost(Work(tokens=rows, seqs=rows, pairs=keys, kv_read=keys, lm_tokens=0)).time)
+
+
+def layer_in_place(t: dict, price, rows=REUSE_ROWS) -> dict:
+    """{"layer_rows": [[rows, seconds beyond the price, seconds as timed, keys], ...]} from
+    insitu_probe's times `t` (a later layer of the context model, whole, in the engine's
+    decoding steps of each rows value, and the keys those steps attend to) less `price(rows,
+    keys)`, the cost model's price of all but its host time (layer_price); where the probe ran
+    one sequence, also "layer_s": that row's excess (never negative), the host time a layer the
+    cost model charges (launch_us). Empty where the probe timed no layer."""
+    out = [[r, t[f"reuseinplace{r}"] - price(r, t[f"reusekeys{r}"]), t[f"reuseinplace{r}"], t[f"reusekeys{r}"]]
+           for r in rows if f"reuseinplace{r}" in t]
+    got = {"layer_rows": out} if out else {}
+    if out and out[0][0] == 1:
+        got["layer_s"] = max(0.0, out[0][1])
+    return got
