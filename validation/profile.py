@@ -182,6 +182,7 @@ def _layer_note(m: dict) -> str:
     rows = m.get("layer_rows")
     if not rows or "shape_layer_s" not in m:
         return "of the family's shape"
-    by_rows = ", ".join(f"{r}: {x * 1e6:.0f}" for r, x, *_ in rows)
+    by_rows = ", ".join(f"{r}: {x * 1e6:.0f} of {t * 1e6:.0f} over {k:.0f} keys" for r, x, t, k in rows)
     return (f"of the context model, timed in its engine steps beyond its priced products and attention\n"
-            f"# (by sequences decoding, us: {by_rows}; the family-shaped layer probes' {m['shape_layer_s'] * 1e6:.0f} us)")
+            f"# (by sequences decoding, the excess of the layer as timed, us: {by_rows};\n"
+            f"# the family-shaped layer probes' {m['shape_layer_s'] * 1e6:.0f} us)")
