@@ -21,7 +21,12 @@ once with an EAGLE chain of INSITU_DEPTH (random drafts, all rejected: every ste
 whole chain, one row a sequence a pass), and times each matrix product where it runs
 (ProductClock). `insitu_figures`
 divides each part's median time a step by the warm curves' price of the same products at the
-same rows.
+same rows. Since 0.53.0 the plain decoding runs also time the target's later layers whole, and
+`layer_in_place` takes off such a layer the cost model's price of all but its host time
+(`layer_price`): at one sequence the profile's host time a layer (`launch_us`). On the Zen 4 VM
+the engine's layer had cost 1.20x the family-shaped layer probe's, paired round by round
+(validation/results/cpu-epyc-zen4/0.52.0/engine_layer.txt), and the comparisons there priced
+every scheme's steps 7-17% short.
 
 Until 0.41.0 this probe replayed a step's order of products with random matrices and fixed host
 work between them. On a 2-core EPYC VM (32 MB L3) the engine's drafters ran the reused products
@@ -75,7 +80,10 @@ class ProductClock:
     seconds), ...]}, "passes": [the same, a drafter pass each]}; a drafter pass's entry also
     holds its fused input's call ("input", timed whole: FeatureHead.inputs) and the 2h -> h
     product within it ("input_product"). A step's drafting precedes its target pass, which
-    closes it. (A torch function mode, which sees every torch call, made the
+    closes it. With two target layers or more, `steps[i]["layer"]` is a later layer's seconds,
+    whole (from the second layer's first product to the LM head's, over the later layers; the
+    wrapper's own few microseconds a product in it), and `steps[i]["keys"]` the keys its
+    sequences attend to (the sum of the step's kv_lens). (A torch function mode, which sees every torch call, made the
     probe's steps 1.6-1.75x as long as the engine's own on the family's shape, this wrapper
     1.01-1.05x: validation/results/cpu-epyc-zen3/0.42.0/mode_check.txt.)"""
 
@@ -210,8 +218,9 @@ def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = RE
     """The probe's call: for each of `rows`, the engine on random weights of `model`'s shape,
     `prompt`-token prompts, without speculation and with an EAGLE chain of INSITU_DEPTH (see the
     module's docstring),
-    {f"reuse{part}{r}": median seconds a step} for STEP_PARTS (plain decoding), REUSE_PARTS and
-    "input_rest" (the EAGLE run's fused input beyond its product, step_parts)."""
+    {f"reuse{part}{r}": median seconds a step} for STEP_PARTS (plain decoding), REUSE_PARTS,
+    "input_rest" (the EAGLE run's fused input beyond its product), and "inplace" and "keys"
+    (plain decoding's later layer, whole, and its steps' keys: layer_in_place; step_parts)."""
     from engine.runner import run_scheme
     from validation.host_probes import checkpoint_of, probe_engine
     tokens = REUSE_SKIP + steps + INSITU_DEPTH + 2  # the last steps draft shorter chains
@@ -279,7 +288,6 @@ def input_line(rest: list[tuple[int, float]]) -> tuple[float, float]:
     r, s = np.array(rest, dtype=float).T
     slope = max(0.0, float(np.polyfit(r, s, 1)[0]))
     return max(0.0, float(np.mean(s - slope * r))), slope
-
 
 
 def layer_price(figures: dict, model: ModelSpec):
