@@ -820,6 +820,7 @@ def test_the_insitu_probe_times_a_later_layer_whole_and_its_keys():
     layer's FFN norm, the later layers' both, the final norm) slowed by 4 ms, a layer reads 8 ms
     and a bit; each step's keys are its sequences' kv_lens; step_parts keeps both. A 1-layer
     model has no later layer."""
+    import statistics
     import time
 
     from engine.runner import run_scheme
@@ -839,7 +840,6 @@ def test_the_insitu_probe_times_a_later_layer_whole_and_its_keys():
         run_scheme(trace, trace.speculation[0], requests, target)
     decode = [s for s in clock.steps if [n for n, _ in s["target"]["lm"]] == [2] and s["keys"] > 2 * 16]
     assert len(decode) >= 5
-    import statistics
     assert all(s["layer"] > 0.008 for s in decode)  # two slowed norms a layer, not fewer
     assert statistics.median(s["layer"] for s in decode) < 0.0098  # nor more (2.5 from the first layer's product)
     # 16-token prompts, then one more key a sequence a step

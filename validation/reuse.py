@@ -315,8 +315,11 @@ def layer_in_place(t: dict, price, rows=REUSE_ROWS) -> dict:
     keys)`, the cost model's price of all but its host time (layer_price); where the probe ran
     one sequence, also "layer_s": that row's excess (never negative), the host time a layer the
     cost model charges (launch_us). Empty where the probe timed no layer."""
-    out = [[r, t[f"reuseinplace{r}"] - price(r, t[f"reusekeys{r}"]), t[f"reuseinplace{r}"], t[f"reusekeys{r}"]]
-           for r in rows if f"reuseinplace{r}" in t]
+    out = []
+    for r in rows:
+        if f"reuseinplace{r}" in t:
+            timed, keys = t[f"reuseinplace{r}"], t[f"reusekeys{r}"]
+            out.append([r, timed - price(r, keys), timed, keys])
     got = {"layer_rows": out} if out else {}
     if out and out[0][0] == 1:
         got["layer_s"] = max(0.0, out[0][1])
