@@ -3,7 +3,9 @@ same products at the same rows in plain decoding: the family's `mtp1` at 32 (two
 sequence: 64 rows) against `none` at 64 (64 rows), with `none` at 32 and `mtp2` at 32 (96 rows)
 beside them.
 
-    python validation/results/cpu-epyc-zen4/0.53.0-c32/verify_products.py [ROUNDS] [PROFILE.yaml]
+    python validation/results/cpu-epyc-zen4/0.53.0-c32/verify_products.py [ROUNDS] [PROFILE.yaml] [WAY ...]
+
+A WAY is SCHEME:SEQUENCES:QUERY_TOKENS (e.g. mtp1:16:2); by default the four above.
 
 traces/family-schemes-c32.yaml (max_num_seqs raised to 64), the family's own drafters, one
 thread, the engine's allocator settings; one untimed run of each way, then ROUNDS (default 4)
@@ -54,7 +56,8 @@ def layer_price(profile: str, spec, c: int, q: int, keys: float) -> tuple[float,
     return whole * 1e6, (whole - float(cost._token_part(c * q, 0)[0])) * 1e6
 
 
-def main(rounds: str = "4", profile: str | None = None) -> None:
+def main(rounds: str = "4", profile: str | None = None, *picked: str) -> None:
+    ways = tuple((w.split(":")[0], int(w.split(":")[1]), int(w.split(":")[2])) for w in picked) or WAYS
     torch.set_num_threads(1)
     retain_freed_memory()
     trace = load_trace(ROOT / "traces" / "family-schemes-c32.yaml")
@@ -109,11 +112,11 @@ def main(rounds: str = "4", profile: str | None = None) -> None:
                 statistics.median(s["layer"] for s in whole) * 1e6, statistics.median(s["keys"] for s in whole),
                 statistics.median(s["attn"] for s in whole) * 1e6, statistics.median(s["store"] for s in whole) * 1e6)
 
-    for way in WAYS:
+    for way in ways:
         run(*way)  # untimed
-    got: dict[tuple, list] = {w: [] for w in WAYS}
+    got: dict[tuple, list] = {w: [] for w in ways}
     for i in range(int(rounds)):
-        for way in WAYS[i % len(WAYS):] + WAYS[:i % len(WAYS)]:
+        for way in ways[i % len(ways):] + ways[:i % len(ways)]:
             r = run(*way)
             got[way].append(r)
             print(f"{way[0]:5} at {way[1]:2} ({way[1] * way[2]:3} rows): a layer's products {r[0]:7.1f} us, LM head {r[1]:7.1f} us,"
