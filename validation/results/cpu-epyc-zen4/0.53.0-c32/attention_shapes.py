@@ -3,7 +3,7 @@ heads on 2 KV heads of 64) on random inputs, for sequences verifying short chain
 context, as the family's steps at 4-32 sequences take it, against the cost model's price of a
 layer's attention on a comparison's profile.
 
-    python validation/results/cpu-epyc-zen4/0.53.0-c32/attention_shapes.py PROFILE.yaml [CONTEXT]
+    python validation/results/cpu-epyc-zen4/0.53.0-c32/attention_shapes.py PROFILE.yaml [CONTEXT] [TRAFFIC_MB]
 
 For each sequences (4, 8, 16, 32) x query tokens a sequence (1: decoding; 2, 3, 6: a root and a
 chain of drafts behind it), CONTEXT (default 160) keys before them: the call's mean seconds over 40
@@ -12,7 +12,9 @@ one layer's attention for that work (sim.cost.ForwardCost on PROFILE, the family
 layer: the pass's price less its token part (products, elementwise passes) and less the pass's
 host time for several query tokens, query_host, which a pass pays once). The call's fixed part
 (launch_us and the step's host time price it) is in the timed call, not in the price: the
-decoding rows say how large it is."""
+decoding rows say how large it is. TRAFFIC_MB (default 0): before each timed call, untimed, a
+read of that many MiB of another buffer (as the rest of an engine step's passes sweep the
+last-level cache between one layer's attention and the next step's)."""
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -34,7 +36,7 @@ from validation.timing import interleaved_times  # noqa: E402
 SEQS, QUERIES = (4, 8, 16, 32), (1, 2, 3, 6)
 
 
-def main(profile: str, context: str = "160") -> None:
+def main(profile: str, context: str = "160", traffic_mb: str = "0") -> None:
     torch.set_num_threads(1)
     ctx = int(context)
     spec = build(load_trace(ROOT / "traces" / "family-schemes-c32.yaml"))[0].spec
@@ -47,7 +49,8 @@ def main(profile: str, context: str = "160") -> None:
         for q in QUERIES:
             args = attention_args("cpu", s, ctx, q, spec.heads, spec.kv_heads, drafts=True, head_dim=spec.head_dim)
             calls[(s, q)] = (lambda a=args: ops.paged_attention(*a, 0.125))
-    t = interleaved_times(calls, "cpu", 40)
+    buf = torch.ones(int(float(traffic_mb) * 2**18))  # (MiB / 4 bytes,) fp32
+    t = interleaved_times(calls, "cpu", 40, between=(lambda: buf.sum()) if len(buf) else None)
     for (s, q), secs in t.items():
         keys = s * (ctx + q)
         multi = alike_rows(s * q, keys, s) if q > 1 else {}
