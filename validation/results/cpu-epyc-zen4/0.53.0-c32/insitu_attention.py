@@ -13,8 +13,6 @@ verify_products.layer_price prices it. Prints, per sequences, the medians over R
 read on the family's own engine (+392/+415 us at 16, +778/+843 at 32 for 5- and 6-token chains)."""
 import statistics
 import sys
-import time
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -28,7 +26,7 @@ from engine.runner import run_scheme  # noqa: E402
 from sim.spec import load_trace  # noqa: E402
 from validation.host_probes import checkpoint_of, probe_engine  # noqa: E402
 from validation.reuse import ProductClock  # noqa: E402
-from verify_products import layer_price  # noqa: E402
+from verify_products import full_batch, layer_price, time_later_calls  # noqa: E402
 
 SEQS, DEPTH, TOKENS, PROMPT = (4, 16, 32), 5, 32, 128
 
@@ -39,33 +37,12 @@ def attention_run(spec, r: int, depth: int) -> tuple[float, float]:
     entry = {"scheme": "eagle", "depth": depth} if depth else {"scheme": "none"}
     trace, model, drafters, requests = probe_engine(r, "cpu", entry, TOKENS, PROMPT, checkpoint_of(spec))
     clock = ProductClock(model)
-    calls, inside = [], [False]
-    attend = model.ops_unchecked.paged_attention
-
-    def timed(*args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return attend(*args, **kwargs)
-        finally:
-            if inside[0]:
-                calls[-1] += time.perf_counter() - t0
-    model.ops_unchecked = replace(model.ops_unchecked, paged_attention=timed)  # a frozen dataclass
-    forward = model.forward
-
-    def marked(*args, **kwargs):
-        calls.append(0.0)
-        inside[0] = True
-        try:
-            return forward(*args, **kwargs)
-        finally:
-            inside[0] = False
-    model.forward = marked
+    calls = time_later_calls(model, ("paged_attention",))["paged_attention"]
     with clock:
         run_scheme(trace, trace.speculation[0], requests, model, drafters=drafters)
     assert len(calls) == len(clock.steps)
     rows = r * (depth + 1)
-    keep = [i for i, s in enumerate(clock.steps) if s["target"].get("lm")
-            and all(n == rows for v in s["target"].values() for n, _ in v)]
+    keep = full_batch(clock.steps, rows)
     layers = len(model.layers)
     return (statistics.median(calls[i] / (layers - 1) for i in keep),
             statistics.median(clock.steps[i]["keys"] for i in keep))

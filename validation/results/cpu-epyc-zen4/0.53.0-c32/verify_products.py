@@ -44,6 +44,46 @@ from validation.reuse import ProductClock  # noqa: E402
 WAYS = (("none", 32, 1), ("none", 64, 1), ("mtp1", 32, 2), ("mtp2", 32, 3))  # (scheme, sequences, query tokens a sequence)
 
 
+def time_later_calls(model, names) -> dict[str, list[float]]:
+    """Time the target's later layers' kernels `names` (engine.model: layers 1 on call
+    model.ops_unchecked) inside its forwards: {name: [seconds within each target forward, in
+    call order]}, one entry a forward (clear the lists before each run)."""
+    later, inside = model.ops_unchecked, [False]
+    calls: dict[str, list[float]] = {name: [] for name in names}
+
+    def timed_call(name):
+        fn = getattr(later, name)
+
+        def call(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if inside[0]:
+                    calls[name][-1] += time.perf_counter() - t0
+        return call
+    model.ops_unchecked = replace(later, **{name: timed_call(name) for name in names})  # a frozen dataclass
+    forward = model.forward
+
+    def marked(*args, **kwargs):
+        for v in calls.values():
+            v.append(0.0)
+        inside[0] = True
+        try:
+            return forward(*args, **kwargs)
+        finally:
+            inside[0] = False
+    model.forward = marked
+    return calls
+
+
+def full_batch(steps: list, rows: int) -> list[int]:
+    """The indices of ProductClock's `steps` whose target products all ran `rows` rows (and an
+    LM head): every sequence in the batch, no prefill."""
+    return [i for i, s in enumerate(steps) if s["target"].get("lm")
+            and all(n == rows for v in s["target"].values() for n, _ in v)]
+
+
 def layer_price(profile: str, spec, c: int, q: int, keys: float) -> tuple[float, float]:
     """The cost model's price (us) of a later layer but for its host time, and of its attention:
     c sequences, q query tokens each, `keys` keys in all (their context and query tokens)."""
@@ -66,32 +106,7 @@ def main(rounds: str = "4", profile: str | None = None, *picked: str) -> None:
     schemes = {s.label: s for s in trace.speculation}
     layers = len(model.layers)
     clock = ProductClock(model)
-    later = model.ops_unchecked  # the later layers' kernels (engine.model: layers 1 on)
-    inside, calls = [False], {"paged_attention": [], "store_kv": []}  # seconds of each call within the target's forwards
-
-    def timed_call(name):
-        fn = getattr(later, name)
-
-        def call(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                if inside[0]:
-                    calls[name][-1] += time.perf_counter() - t0
-        return call
-    model.ops_unchecked = replace(later, **{name: timed_call(name) for name in calls})  # a frozen dataclass
-    forward = model.forward
-
-    def marked(*args, **kwargs):
-        for v in calls.values():
-            v.append(0.0)
-        inside[0] = True
-        try:
-            return forward(*args, **kwargs)
-        finally:
-            inside[0] = False
-    model.forward = marked
+    calls = time_later_calls(model, ("paged_attention", "store_kv"))
 
     def run(label: str, c: int, q: int) -> tuple[float, ...]:
         clock.steps = []
@@ -104,8 +119,7 @@ def main(rounds: str = "4", profile: str | None = None, *picked: str) -> None:
         assert len(calls["store_kv"]) == len(clock.steps)
         for i, s in enumerate(clock.steps):
             s["attn"], s["store"] = (calls[n][i] / (layers - 1) for n in calls)
-        whole = [s for s in clock.steps if "layer" in s and s["target"].get("lm")
-                 and all(n == rows for v in s["target"].values() for n, _ in v)]
+        whole = [clock.steps[i] for i in full_batch(clock.steps, rows) if "layer" in clock.steps[i]]
         prod = [sum(t for _, t in s["target"]["layer"]) / layers for s in whole]
         lm = [sum(t for _, t in s["target"]["lm"]) for s in whole]
         return (statistics.median(prod) * 1e6, statistics.median(lm) * 1e6,
