@@ -99,6 +99,19 @@ def expected_experts(experts: int, active: int, tokens):
     return experts * (1.0 - (1.0 - active / experts) ** tokens)
 
 
+def _between(x, at, values):
+    """`values` (one scalar or array each point of `at`, ascending) at x: linear between the two
+    points around it, held beyond the ends; elementwise over arrays."""
+    if len(values) == 1:
+        return values[0]
+    k = np.clip(np.searchsorted(at, x) - 1, 0, len(at) - 2)
+    w = np.clip((x - at[k]) / (at[k + 1] - at[k]), 0.0, 1.0)
+    stack = np.array(np.broadcast_arrays(*values))  # (points, ...)
+    lo = np.take_along_axis(stack, np.asarray(k)[None], 0)[0]
+    hi = np.take_along_axis(stack, np.asarray(k + 1)[None], 0)[0]
+    return lo * (1 - w) + hi * w
+
+
 def _log_interp(x, at, values):
     """A measured curve's value at size x (scalar or array): linear in log size between the
     sizes `at` (their logs), held beyond the ends (sizes below 1 read as 1)."""
@@ -171,6 +184,10 @@ class ForwardCost:
         # and by its query rows and size where measured: (log sizes, [(rows, per key, all its heads)])
         self.fused_rows = _rows_table(hw.fused_rows, m.heads / tp)
         self.fused_own = _rows_table(hw.fused_own, m.heads / tp)  # a sequence's call of its own
+        # measured in place: (rows, [(sequences, seconds a group-call sequence)]) (hardware.verify_seqs)
+        self.verify_seqs = (np.array([r for r, _ in hw.verify_seqs], float),
+                            [(np.array([n for n, _ in c], float), np.array([x for _, x in c])) for _, c in hw.verify_seqs]) \
+            if hw.verify_seqs else None
         self.launch = n * KERNELS_PER_LAYER * hw.launch_s
         dense_el, moe_el = elementwise_elems(m)
         self.elementwise = (self.dense * dense_el + self.moe * moe_el) / tp * hw.elementwise_s  # per token
@@ -224,7 +241,8 @@ class ForwardCost:
         c_attn, m_attn = run / self.attn_fc, self.kv_time(b_kv, b_dec) + self.attn_act_per_tok * tokens / self.bw
         if self.multi_query or self.batch_query or self.mixed_query:
             t = t + self.query_host(w.tokens, w.seqs, w.mixed)
-        if self.fused_query or self.fused_key or self.fused_rows is not None or self.fused_own is not None:  # beside the roofs
+        if self.fused_query or self.fused_key or self.fused_rows is not None or self.fused_own is not None \
+                or self.verify_seqs is not None:  # beside the roofs
             t = t + self.fused_time(w.multi_tokens, w.multi_kv, w.multi_seqs, w.own_tokens, w.own_kv, w.own_seqs)
         return Cost(time=t + n * self.attention(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
@@ -233,14 +251,27 @@ class ForwardCost:
         """Every layer's fused-attention time beside the roofs: per query token and per key of the
         `multi_seqs` sequences with several query tokens (Work.multi_tokens, multi_kv, multi_seqs),
         `own_seqs` of them in calls of their own (Work.own_*: on hardware.fused_own where
-        measured, else with the others)."""
+        measured, else with the others); and where measured in place (hardware.verify_seqs), each
+        of the others' (the group calls') share beyond all that."""
         if self.fused_own is None:
             keys = self.fused_key_rate(multi_tokens, multi_seqs, multi_kv) * multi_kv
         else:
             group_kv = multi_kv - own_kv
             keys = (self.fused_key_rate(multi_tokens - own_tokens, multi_seqs - own_seqs, group_kv) * group_kv
                     + self.fused_key_rate(own_tokens, own_seqs, own_kv / np.maximum(own_seqs, 1), own=True) * own_kv)
+        if self.verify_seqs is not None:
+            keys = keys + self.group_seq_time(multi_tokens - own_tokens, multi_seqs - own_seqs)
         return self.n_layers * (self.fused_query * multi_tokens + keys)
+
+    def group_seq_time(self, tokens, seqs):
+        """A layer's time beyond its price for `seqs` sequences verifying `tokens` query tokens in
+        all in the fused group calls (hardware.verify_seqs: a sequence's at that many sequences, at
+        their mean query rows)."""
+        at, curves = self.verify_seqs
+        rows = tokens / np.maximum(seqs, 1)
+        per = _between(rows, at, [np.interp(seqs, n, x) for n, x in curves])
+        t = seqs * per
+        return t if isinstance(t, np.ndarray) and t.ndim else float(t)
 
     def fused_key_rate(self, multi_tokens, multi_seqs, multi_kv, own=False):
         """Seconds a layer per key that sequences with several query tokens attend to: on
@@ -254,16 +285,8 @@ class ForwardCost:
         rows = multi_tokens / np.maximum(multi_seqs, 1)
         rates = [np.interp(rows, at, per) if own else np.where(rows <= at[-1], np.interp(rows, at, per), self.fused_key)
                  for at, per in curves]
-        if len(rates) == 1:
-            rate = rates[0]
-        else:  # linear in log size between the two curves around it, held beyond the ends
-            x = np.log(np.maximum(self.kv_tok * multi_kv, 1.0))
-            k = np.clip(np.searchsorted(sizes, x) - 1, 0, len(sizes) - 2)
-            w = np.clip((x - sizes[k]) / (sizes[k + 1] - sizes[k]), 0.0, 1.0)
-            stack = np.array(np.broadcast_arrays(*rates))  # (curves, ...)
-            lo = np.take_along_axis(stack, np.asarray(k)[None], 0)[0]
-            hi = np.take_along_axis(stack, np.asarray(k + 1)[None], 0)[0]
-            rate = lo * (1 - w) + hi * w
+        # linear in log size between the two curves around it, held beyond the ends
+        rate = _between(np.log(np.maximum(self.kv_tok * multi_kv, 1.0)), sizes, rates)
         return rate if isinstance(rate, np.ndarray) and rate.ndim else float(rate)
 
     def elementwise_time(self, tokens):

@@ -188,6 +188,17 @@ class HardwareSpec:
     # rows. Empty: such sequences are priced with the others, on fused_rows at their mean rows
     # (before 0.51.0)
     fused_own: tuple = ()
+    # measured in place, by query rows: ((rows, ((sequences, seconds), ...)), ...), both ascending:
+    # what each of the sequences verifying `rows` query tokens in the fused group call (not a
+    # call of their own) adds to a layer's attention beyond everything else the cost model
+    # charges for it, when that many sequences verify (validation/reuse.py `verify_seq_table`:
+    # the engine's later layers' attention timed where it runs, less its price, less decoding's).
+    # The probes above time the call in a hot loop; in place, between a layer's products, a
+    # chain's call at 16-32 sequences read 1.3-1.5x its price, about 15-25 us a sequence a layer
+    # more than decoding's (2026-12-07, EPYC Zen 4: validation/results/cpu-epyc-zen4/0.53.0-c32/
+    # verify_products.txt). Sequences and rows interpolate linearly, held beyond the ends. Empty:
+    # nothing (before 0.54.0)
+    verify_seqs: tuple = ()
     # time per activation element of a layer's unfused elementwise passes (norms, rotary
     # embedding, gating, residual adds: sim.cost.elementwise_elems per token), added to the
     # layer's matmuls; 0 where those passes are fused or hide under the roofline (the GPU presets)
@@ -297,6 +308,7 @@ class HardwareSpec:
             table |= {key: [[n / size_unit, x / value_unit] for n, x in curve]} if curve else {}
         for key, curves in (("fused_rows", self.fused_rows), ("fused_own", self.fused_own)):
             table |= {key: {b / 2**20: [[r, x * 1e9] for r, x in c] for b, c in curves}} if curves else {}
+        table |= {"verify_seqs": {r: [[n, x * us] for n, x in c] for r, c in self.verify_seqs}} if self.verify_seqs else {}
         for key, curves in (("kv_decode", self.kv_decode), ("kv_decode_warm", self.kv_decode_warm)):
             table |= {key: {geometry_label(g): [[n / 2**20, x] for n, x in c] for g, c in curves}} if curves else {}
         return {"description": self.description, "tflops": {d: f / 1e12 for d, f in self.flops.items()},
@@ -336,7 +348,7 @@ _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interco
          "seq_overhead_us", "alloc_op_us", "op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
          "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "kv_decode", "kv_decode_warm", "multi_query_us", "batch_query_us",
          "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "gemm_verify", "draft_node_us",
-         "medusa_first_us", "medusa_seq_us", "medusa_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns", "fused_rows", "fused_own",
+         "medusa_first_us", "medusa_seq_us", "medusa_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns", "fused_rows", "fused_own", "verify_seqs",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
@@ -434,6 +446,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         fused_key_s=num("fused_key_ns", 1e-9, hi=1e6),
         fused_rows=_sized_curves(f["fused_rows"]) if "fused_rows" in f else None,
         fused_own=_sized_curves(f["fused_own"]) if "fused_own" in f else None,
+        verify_seqs=_rows_curves(f["verify_seqs"]) if "verify_seqs" in f else None,
         elementwise_s=num("elementwise_ns", 1e-9, hi=1e6),
         elementwise_sizes=_size_curve(f["elementwise_sizes"], 1e6, "million elements", 1e-9, 1e6)
         if "elementwise_sizes" in f else None,
@@ -554,6 +567,20 @@ def _sized_curves(node: Node) -> tuple:
         if isinstance(key, bool) or not isinstance(key, (int, float)) or not 0 < key < 1e9:
             raise node.error(f"expected sizes in MiB (positive numbers) as keys, got {key!r}")
         out.append((key * 2**20, _size_curve(node.child(key), 1.0, "rows", 1e-9, 1e6, zero=True)))
+    return tuple(sorted(out))
+
+
+def _rows_curves(node: Node) -> tuple:
+    """`verify_seqs: {rows: [[sequences, us], ...], ...}`: query rows integers of at least 2, each
+    a curve of sequences ascending and us at least 0; in rows, sequences and seconds, rows
+    ascending."""
+    if not isinstance(node.value, dict) or not node.value:
+        raise node.error("expected a mapping of query rows to [[sequences, us], ...] curves")
+    out = []
+    for key in node.value:
+        if isinstance(key, bool) or not isinstance(key, int) or not 2 <= key <= 1 << 20:
+            raise node.error(f"expected query rows (integers of at least 2) as keys, got {key!r}")
+        out.append((key, _size_curve(node.child(key), 1.0, "sequences", 1e-6, 1e6, zero=True)))
     return tuple(sorted(out))
 
 

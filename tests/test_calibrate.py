@@ -640,6 +640,11 @@ def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
         assert [r[0] for r in lay] == [1, 4] and all(0 < r[2] < 0.1 and r[3] > 0 for r in lay)
         assert got["layer_s"] == max(0.0, lay[0][1]) and got["shape_layer_s"] >= 0
         assert "timed in its engine steps beyond its priced products and attention" in text
+        # chains' attention in place beyond its price, a sequence's at 4 (the group calls), loaded
+        assert sorted(got["verify_seqs"]) == [2, 6] and all([r for r, _ in c] == [4] for c in got["verify_seqs"].values())
+        assert all(0 <= x < 1000 for c in got["verify_seqs"].values() for _, x in c) and "\nverify_seqs: " in text
+        assert hw.verify_seqs == tuple((q, tuple((r, pytest.approx(x * 1e-6)) for r, x in c))
+                                       for q, c in sorted(got["verify_seqs"].items()))
         assert hw.launch_s == pytest.approx(got["layer_s"] / KERNELS_PER_LAYER, abs=0.5e-8 * 1.001)
         # the price it is taken off: the cost model's for one of the context's layers without an LM
         # head, on this profile, its launches left out (whatever layer_s); more rows, more keys cost more
@@ -851,6 +856,67 @@ def test_the_insitu_probe_times_a_later_layer_whole_and_its_keys():
     with clock:
         run_scheme(trace, trace.speculation[0], requests, one)
     assert all("layer" not in s for s in clock.steps) and "inplace" not in step_parts(clock.steps, 1, 0, skip=1)
+
+
+def test_the_insitu_probe_times_the_later_layers_attention_calls():
+    """ProductClock times the target's later layers' attention calls (model.ops_unchecked's
+    paged_attention) in its forwards, a layer's mean: with every attention call slowed by 10 ms
+    (the first layer's and the EAGLE head's too: either counted would add 5 ms) a whole step
+    reads 10 ms and the call's own time (under 3 ms on the tiny shape), in plain
+    decoding and verifying a chain of 1; step_parts keeps them (and a one-pass chain's first
+    pass only)."""
+    import time
+
+    from engine.runner import run_scheme
+    from validation.host_probes import TINY_CHECKPOINT, probe_engine
+    from validation.reuse import ProductClock, step_parts
+
+    def slowed(ops):
+        attend = ops.paged_attention
+
+        def slow(*args, **kwargs):
+            end = time.perf_counter() + 0.01
+            while time.perf_counter() < end:  # busy: a sleep can overshoot by a millisecond
+                pass
+            return attend(*args, **kwargs)
+        return dataclasses.replace(ops, paged_attention=slow)
+
+    for entry, passes in (({"scheme": "none"}, 0), ({"scheme": "eagle", "depth": 1}, 1)):
+        trace, target, drafters, requests = probe_engine(2, "cpu", entry, 10, checkpoint=TINY_CHECKPOINT | {"layers": 3})
+        target.ops, target.ops_unchecked = slowed(target.ops), slowed(target.ops_unchecked)
+        if passes:
+            head = drafters.eagle.model
+            head.ops, head.ops_unchecked = slowed(head.ops), slowed(head.ops_unchecked)
+        clock = ProductClock(target, drafters.eagle if passes else None)
+        with clock:
+            run_scheme(trace, trace.speculation[0], requests, target, drafters=drafters)
+        got = step_parts(clock.steps, 2, passes, skip=1)
+        times = got["verify_attention" if passes else "attention"]
+        assert len(times) >= 4 and all(0.01 < x < 0.013 for x in times)
+        keys = got["verify_keys" if passes else "keys"]
+        assert keys == sorted(keys) and keys[0] > 2 * 16
+        assert set(got) == ({"first", "verify_attention", "verify_keys"} if passes
+                            else {"layers", "lm", "inplace", "keys", "attention"})
+
+
+def test_verify_seq_table_is_a_sequences_share_of_the_chains_excess():
+    """verify_seq_table: at each rows value of two sequences or more, the chain's attention less
+    its price, less decoding's less its price, over the sequences, in us (never negative); one
+    sequence (a call of its own) and missing runs left out."""
+    from validation.reuse import verify_seq_table
+
+    def price(seqs, q, keys):
+        return 1e-5 * seqs * q + 1e-7 * keys
+    t = {"reuseattention4": 5e-4, "reusekeys4": 600, "verify2attention4": 9e-4, "verify2keys4": 604,
+         "verify6attention4": 5e-4, "verify6keys4": 620,  # under its price: 0
+         "reuseattention1": 1e-4, "reusekeys1": 150, "verify6attention1": 9e-4, "verify6keys1": 155,
+         "reuseattention16": 1e-3, "reusekeys16": 2400, "verify6attention16": 3e-3, "verify6keys16": 2480}
+    plain4 = 5e-4 - price(4, 1, 600)
+    got = verify_seq_table(t, price, (1, 4, 16))["verify_seqs"]
+    assert got[2] == [[4, pytest.approx(((9e-4 - price(4, 2, 604)) - plain4) / 4 * 1e6, abs=0.01)]]
+    assert got[6] == [[4, 0.0], [16, pytest.approx(((3e-3 - price(16, 6, 2480)) - (1e-3 - price(16, 1, 2400))) / 16 * 1e6,
+                                                   abs=0.01)]]
+    assert verify_seq_table({k: v for k, v in t.items() if k.startswith("reuse")}, price) == {}
 
 
 def test_the_layer_in_place_is_its_time_beyond_its_price():

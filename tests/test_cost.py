@@ -721,6 +721,46 @@ def test_fused_own_prices_the_calls_a_sequence_takes_alone(tmp_path):
             device("cpu", fused_own=bad)
 
 
+def test_verify_seqs_prices_each_sequence_of_the_group_calls(tmp_path):
+    """hardware.verify_seqs adds, every layer, each sequence verifying in the fused group call
+    (not a call of its own: Work.own_*) its share at that many such sequences and their mean
+    query rows, sequences and rows linear between the measured points and held beyond them;
+    nothing for decodes or a lone chain; arrays price as the scalars do; the table round-trips."""
+    m = model("tiny")
+    table = {2: [[4, 10.0], [16, 20.0]], 6: [[4, 30.0], [16, 40.0]]}
+    base, extra = device("cpu"), device("cpu", verify_seqs=table)
+
+    def step(seqs):  # [(query rows, keys)]
+        tok = sum(r for r, _ in seqs)
+        return Work(tokens=tok, seqs=len(seqs), pairs=sum(r * k for r, k in seqs), kv_read=sum(k for _, k in seqs),
+                    lm_tokens=tok, mixed=int(any(r == 1 for r, _ in seqs)), **several_rows(seqs))
+
+    def added(w):  # seconds, all layers
+        return ForwardCost(m, extra)(w).time - ForwardCost(m, base)(w).time
+
+    us = m.layers * 1e-6
+    assert added(step([(1, 100)] * 8)) == 0.0  # decoding
+    assert added(step([(6, 100), (1, 100), (1, 100)])) == 0.0  # a lone chain: a call of its own
+    assert added(step([(2, 100)] * 4)) == pytest.approx(4 * 10.0 * us)
+    assert added(step([(6, 100)] * 10)) == pytest.approx(10 * 35.0 * us)  # between 4 and 16 sequences
+    assert added(step([(4, 100)] * 16)) == pytest.approx(16 * 30.0 * us)  # rows halfway between 2 and 6
+    assert added(step([(2, 100)] * 2)) == pytest.approx(2 * 10.0 * us)  # held below 4 sequences
+    assert added(step([(40, 100)] * 32)) == pytest.approx(32 * 40.0 * us)  # held beyond 16 and 6 rows
+    # a prefill chunk takes a call of its own; the two chains beside it share a group call
+    assert added(step([(256, 256), (2, 100), (6, 100)])) == pytest.approx(2 * 20.0 * us)
+    cases = [step([(2, 100)] * 4), step([(6, 100)] * 10), step([(1, 100)] * 3), step([(256, 256), (2, 100), (6, 100)])]
+    vec = Work(*(np.array([getattr(w, f) for w in cases]) for f in Work._fields))
+    assert ForwardCost(m, extra)(vec).time == pytest.approx(np.array([ForwardCost(m, extra)(w).time for w in cases]))
+    h2 = round_trip(extra, tmp_path)
+    assert h2.verify_seqs == ((2, ((4, pytest.approx(10e-6)), (16, pytest.approx(20e-6)))),
+                              (6, ((4, pytest.approx(30e-6)), (16, pytest.approx(40e-6)))))
+    assert device("h100-sxm").verify_seqs == () and base.verify_seqs == ()
+    from sim.errors import SpecError
+    for bad in ({1: [[4, 1.0]]}, {2: [[4, 1.0], [2, 1.0]]}, {2: [[4, -1.0]]}, {"2": [[4, 1.0]]}, [[2, 1.0]], {}):
+        with pytest.raises(SpecError, match="verify_seqs"):
+            device("cpu", verify_seqs=bad)
+
+
 def test_several_rows_lays_sequences_out_as_the_engines_attention_does():
     """sim.cost.several_rows follows kernels/attention.py: GROUP_MAX is its group_max; a chunk
     beyond it, or the only sequence of 2 to GROUP_MAX, takes a call of its own."""

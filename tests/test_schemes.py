@@ -142,7 +142,8 @@ def test_speedup_falls_with_concurrency_and_survives_long_context(tmp_path):
                                        "kv_decode": {"8x4x128": [[1, 0.5], [64, 0.2], [2048, 0.1]]},
                                        "fused_rows": {1: [[2, 90.0], [3, 120.0], [4, 60.0], [16, 30.0]],
                                                       64: [[2, 120.0], [4, 80.0], [8, 100.0]]},
-                                       "fused_own": {0.5: [[2, 150.0], [8, 70.0], [512, 20.0]]}},
+                                       "fused_own": {0.5: [[2, 150.0], [8, 70.0], [512, 20.0]]},
+                                       "verify_seqs": {2: [[4, 10.0], [16, 20.0]], 6: [[4, 30.0], [64, 15.0]]}},
                                       {"preset": "cpu", "attn_dense": True, "fused_key_ns": 40.0,
                                        "kv_sizes": [[1, 0.9], [64, 0.6], [2048, 0.3]],
                                        "kv_decode": {"8x4x128": [[1, 0.5], [64, 0.2], [2048, 0.1]]}}])
@@ -154,7 +155,7 @@ def test_passpricer_compiled_equals_direct(tmp_path, hardware, kind):
     in the context, which the compiled form otherwise assumes), and the decoding sequences'
     gather on the geometry's own decode curve, with or without kv_sizes beside it; and the fused
     call's per-key part by the catch-up sequences' rows (fused_rows), and a lone one's or a
-    long one's in a call of its own (fused_own)."""
+    long one's in a call of its own (fused_own), and the group calls' sequences' (verify_seqs)."""
     trace = make_trace(tmp_path, model="llama-3.1-8b", **({"hardware": hardware} if hardware else {}))
     p = PassPricer(eagle_head(trace.model), trace.hardware, 1, fuse_input=True, tree_levels=kind == "levels",
                    catch_up=kind == "catch_up")

@@ -37,7 +37,7 @@ from sim.speed import drift_of, spread_of  # noqa: E402
 from validation.drafter_host import (drafter_host_figures, first_pass_probe, later_pass_probe,  # noqa: E402
                                      medusa_host_figures, medusa_probe)
 from validation.reuse import (REUSE_PROMPT, REUSE_ROWS, REUSE_STEPS, insitu_figures, insitu_probe,  # noqa: E402
-                              layer_in_place, layer_price, probe_prompt)
+                              attention_price, layer_in_place, layer_price, probe_prompt, verify_seq_table)
 from validation.host_probes import (allocator_op, checkpoint_of, TINY_CHECKPOINT, draft_cand_time, draft_logit_probe, draft_logit_time,
                                     draft_tree_probe,
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
@@ -418,6 +418,8 @@ class Calibration:
         out["shape_layer_s"] = out["layer_s"]
         if "reuse" in self.probes:
             out |= layer_in_place(t, layer_price(out, self.context), self.reuse_rows)
+            # and chains' attention in place beyond its price, a verifying sequence's (since 0.54.0)
+            out |= verify_seq_table(t, attention_price(out, self.context), self.reuse_rows)
         # the probes' passes have LM heads, whose launches the cost model charges on top of a
         # pass's fixed host time (since 0.32.0 taken off it: they were charged twice)
         out["step_s"], out["pass_s"] = (pass_fixed_time(out[k], out["layer_s"]) for k in ("step_s", "pass_s"))

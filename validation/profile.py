@@ -34,7 +34,7 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # paged-attention KV gather {m['kv_gather_bw'] / 1e9:.2f} GB/s{f" ({m['kv_sizes'][-1][1] * m['stream_bw'] / 1e9:.2f} GB/s over {m['kv_sizes'][-1][0]:.0f} MiB)" if m.get('kv_sizes') else ''}{f", {m['kv_sizes_warm'][KV_MIDDLE][1] * m['stream_bw'] / 1e9:.2f} GB/s from the last-level cache" if m.get('kv_sizes_warm') else ''}; attention products
 # of sequences with several query tokens at {m['eta_attn'] * fp32 * 1e3:.1f} GFLOP/s{' after the gather' if m['attn_dense'] else ''}, {m['fused_query_s'] * 1e6:.2f} us
 # per query head and {m['fused_key_s'] * 1e9:.1f} ns per key and query head (by query rows and size, up to the group call's 64 rows, where
-# fused_rows is measured; a sequence's own call on fused_own); elementwise passes
+# fused_rows is measured; a sequence's own call on fused_own; in place, verify_seqs more a sequence of a group call); elementwise passes
 # {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element,
 # {m['verify_call_s'] * 1e6:.0f} us per call ({m['tree_call_s'] * 1e6:.0f} us more for a tree, {m['tree_node_s'] * 1e6:.2f} us per
 # tree node), {m['pack_node_s'] * 1e6:.2f} us per drafted node packed; a drafter's selection {m['draft_logit_s'] * 1e9:.2f} ns
@@ -67,6 +67,7 @@ fused_query_us: {m['fused_query_s'] * 1e6:.3f}
 fused_key_ns: {m['fused_key_s'] * 1e9:.3f}
 {('fused_rows: ' + str(m['fused_rows'])) if m.get('fused_rows') else '# fused_rows: none measured (fused_key_ns at every query rows)'}
 {('fused_own: ' + str(m['fused_own'])) if m.get('fused_own') else '# fused_own: none measured (calls of their own priced with the others)'}
+{('verify_seqs: ' + str(m['verify_seqs'])) if m.get('verify_seqs') else '# verify_seqs: none measured (verifying sequences in place priced as the probes time them)'}
 elementwise_ns: {m['elementwise_s'] * 1e9:.4f}
 {('elementwise_sizes: ' + str(m['elementwise_sizes'])) if m.get('elementwise_sizes') else '# elementwise_sizes: none measured (elementwise_ns at every size)'}
 logit_ns: {m['logit_s'] * 1e9:.4f}

@@ -28,6 +28,16 @@ the engine's layer had cost 1.20x the family-shaped layer probe's, paired round 
 (validation/results/cpu-epyc-zen4/0.52.0/engine_layer.txt), and the comparisons there priced
 every scheme's steps 7-17% short.
 
+Since 0.54.0 every run also times the target's later layers' attention calls, and at two
+sequences or more a second EAGLE run verifies chains of 1 (an MTP module's 2 query tokens a
+sequence) beside the chains of INSITU_DEPTH (6): `verify_seq_table` takes each chain's call less
+its price (`attention_price`), less plain decoding's call less its price, a sequence's share,
+by query rows and sequences (hardware.verify_seqs). On the Zen 4 VM at 32 sequences a chain's
+call had read 1.31-1.46x its price in the family's engine, 15-25 us a sequence a layer beyond
+decoding's, while the calibration's attention probes, timed in a hot loop, priced it right at
+4 sequences and missed it at 16-32 (validation/results/cpu-epyc-zen4/0.53.0-c32/
+verify_products.txt, attention_shapes.txt).
+
 Until 0.41.0 this probe replayed a step's order of products with random matrices and fixed host
 work between them. On a 2-core EPYC VM (32 MB L3) the engine's drafters ran the reused products
 1.2-1.3x slower than the replay read them (validation/results/cpu-epyc-zen3/0.41.0/
@@ -50,6 +60,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +75,9 @@ REUSE_SKIP = 3
 REUSE_PROMPT = 16  # prompt tokens a sequence, where no trace gives its own (probe_prompt)
 REUSE_PROMPT_MAX = 1024  # at most (64 sequences' prefill in one step)
 INSITU_DEPTH = 5  # the EAGLE chain the probe drafts (EAGLE's depth 5): its passes a step
+# the query rows a sequence of the chains whose attention the probe prices in place (verify_seqs):
+# a chain of 1 (an MTP module's) and of INSITU_DEPTH, drafted by EAGLE runs at two sequences or more
+VERIFY_ROWS = (2, INSITU_DEPTH + 1)
 
 
 def layer_shapes(m: ModelSpec) -> list[tuple[int, int]]:
@@ -98,6 +112,9 @@ class ProductClock:
         self.later = len(model.layers) - 1
         self.marks = {model.layers[1].wqkv.data_ptr(): "later", model.lm_head.data_ptr(): "head"} if self.later else {}
         self._inner, self._input = None, None
+        if self.later:  # the later layers' attention calls (model.ops_unchecked), in the target's forwards
+            model.ops_unchecked = replace(model.ops_unchecked,  # a frozen dataclass
+                                          paged_attention=self._wrap_attention(model.ops_unchecked.paged_attention))
         model.forward = self._wrap(model.forward, True)
         if head is not None:
             self.kinds[head.proj.data_ptr()] = "input_product"
@@ -115,6 +132,19 @@ class ProductClock:
                 self._input["input"] = [(int(args[0].shape[0]), self.clock() - t0)]
                 self.where = None
         return inputs
+
+    def _wrap_attention(self, fn):
+        """A later layer's attention call, timed into its step's target pass."""
+        def call(*args, **kwargs):
+            target = self.cur.get("target") if self.cur is not None else None
+            if target is None or self.where is not target:
+                return fn(*args, **kwargs)
+            t0 = self.clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.cur["attention"] = self.cur.get("attention", 0.0) + self.clock() - t0
+        return call
 
     def __enter__(self):
         inner = self._inner = torch.Tensor.__matmul__
@@ -159,6 +189,8 @@ class ProductClock:
                     marks = self.cur.pop("marks", {})
                     if len(marks) == 2:  # a later layer's seconds, whole (their mean)
                         self.cur["layer"] = (marks["head"] - marks["later"]) / self.later
+                    if "attention" in self.cur:  # a later layer's attention call (their mean)
+                        self.cur["attention"] /= self.later
                     self.steps.append(self.cur)
                     self.cur = None
         return forward
@@ -179,8 +211,11 @@ def step_parts(steps: list, r: int, passes: int, skip: int = REUSE_SKIP) -> dict
     catch up on the tokens the last step accepted) and the later ones' products all at r, and a
     target pass of (passes + 1) r rows (no prefill in them); the first `skip` of them left out.
     Parts: without passes STEP_PARTS, "layers" and "lm" (the target's layers' products, all of
-    them, and its LM head's); with passes REUSE_PARTS and, where the passes' fused inputs were
-    timed, "input_rest" (the later passes' per pass; the fused input's call beyond its product)."""
+    them, and its LM head's), and where timed "inplace", "keys" and "attention" (a later layer
+    whole, the step's keys, a later layer's attention call); with passes REUSE_PARTS (but for
+    one pass, "first" only) and, where the passes' fused inputs were timed, "input_rest" (the
+    later passes' per pass; the fused input's call beyond its product), and where timed
+    "verify_attention" and "verify_keys" (a later layer's attention call, the step's keys)."""
     got: dict = {}
     whole = [s for s in steps if len(s["passes"]) == passes and _rows_are(s.get("target", {}), (passes + 1) * r)
              and (not passes or _rows_are({"lm": s["passes"][0].get("lm", [])}, r))
@@ -189,15 +224,20 @@ def step_parts(steps: list, r: int, passes: int, skip: int = REUSE_SKIP) -> dict
         t, ps = s["target"], s["passes"]
         if passes:
             later = ps[1:]
-            parts = {"first": _total(ps[0], "lm"),
-                     "later_layer": statistics.mean(_total(p, "layer") for p in later),
-                     "later_lm": statistics.mean(_total(p, "lm") for p in later)}
-            if all("input" in p for p in later):
+            parts = {"first": _total(ps[0], "lm")}
+            if later:
+                parts |= {"later_layer": statistics.mean(_total(p, "layer") for p in later),
+                          "later_lm": statistics.mean(_total(p, "lm") for p in later)}
+            if later and all("input" in p for p in later):
                 parts["input_rest"] = statistics.mean(_total(p, "input") - _total(p, "input_product") for p in later)
+            if "attention" in s:  # a later layer's attention call verifying, and the keys its step attends to
+                parts |= {"verify_attention": s["attention"], "verify_keys": s["keys"]}
         else:
             parts = {"layers": _total(t, "layer"), "lm": _total(t, "lm")}
             if "layer" in s:  # a later layer in place, whole, and the keys its step attends to
                 parts |= {"inplace": s["layer"], "keys": s["keys"]}
+            if "attention" in s:  # and its attention call
+                parts["attention"] = s["attention"]
         for k, v in parts.items():
             got.setdefault(k, []).append(v)
     return got
@@ -217,15 +257,20 @@ def probe_prompt(trace) -> int:
 def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REUSE_STEPS, prompt: int = REUSE_PROMPT):
     """The probe's call: for each of `rows`, the engine on random weights of `model`'s shape,
     `prompt`-token prompts, without speculation and with an EAGLE chain of INSITU_DEPTH (see the
-    module's docstring),
+    module's docstring), and at two sequences or more with an EAGLE chain of each other
+    VERIFY_ROWS' depth (1),
     {f"reuse{part}{r}": median seconds a step} for STEP_PARTS (plain decoding), REUSE_PARTS,
-    "input_rest" (the EAGLE run's fused input beyond its product), and "inplace" and "keys"
-    (plain decoding's later layer, whole, and its steps' keys: layer_in_place; step_parts)."""
+    "input_rest" (the EAGLE run's fused input beyond its product), and "inplace", "keys" and
+    "attention" (plain decoding's later layer, whole, its steps' keys, and its attention call:
+    layer_in_place; step_parts); and {f"verify{q}attention{r}", f"verify{q}keys{r}"}: a later
+    layer's attention call and the steps' keys of the chain of q query tokens a sequence
+    (verify_seq_table)."""
     from engine.runner import run_scheme
     from validation.host_probes import checkpoint_of, probe_engine
     tokens = REUSE_SKIP + steps + INSITU_DEPTH + 2  # the last steps draft shorter chains
 
-    def run(r: int, entry: dict, passes: int) -> dict:
+    def run(r: int, passes: int) -> dict:
+        entry = {"scheme": "eagle", "depth": passes} if passes else {"scheme": "none"}
         trace, target, drafters, requests = probe_engine(r, device, entry, tokens, prompt, checkpoint_of(model))
         clock = ProductClock(target, drafters.eagle if passes else None)
         with clock:
@@ -233,13 +278,16 @@ def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = RE
         got = step_parts(clock.steps, r, passes)
         if not got:
             raise RuntimeError(f"the in-situ probe's {entry['scheme']} run at {r} sequences had no whole step")
-        return {f"reuse{p}{r}": statistics.median(v) for p, v in got.items()}
+        med = {p: statistics.median(v) for p, v in got.items()}
+        out = {f"verify{passes + 1}{p[7:]}{r}": med.pop(p) for p in ("verify_attention", "verify_keys") if p in med}
+        return out | ({f"reuse{p}{r}": v for p, v in med.items()} if passes in (0, INSITU_DEPTH) else {})
 
     def call():
         out = {}
         for r in rows:
-            out |= run(r, {"scheme": "none"}, 0)
-            out |= run(r, {"scheme": "eagle", "depth": INSITU_DEPTH}, INSITU_DEPTH)
+            out |= run(r, 0)
+            for depth in (q - 1 for q in VERIFY_ROWS if r > 1 or q - 1 == INSITU_DEPTH):
+                out |= run(r, depth)
         return out
     return call
 
@@ -290,22 +338,72 @@ def input_line(rest: list[tuple[int, float]]) -> tuple[float, float]:
     return max(0.0, float(np.mean(s - slope * r))), slope
 
 
-def layer_price(figures: dict, model: ModelSpec):
-    """The cost model's price of one later layer of `model` (the target's shape, its weights'
-    residency) but for its host time, on the profile of calibration figures `figures`
-    (Calibration.figures_of's, every field in place): a function of (rows, keys) -> seconds, for
-    `rows` sequences decoding one token each over `keys` keys in all (their products at
-    gemm_step's factor, attention over the keys, elementwise passes; no launches)."""
+def _one_layer(figures: dict, model: ModelSpec):
+    """The cost model (sim.cost.ForwardCost) of one layer of `model` (its weights' residency, no
+    LM head, no launches) on the profile of calibration figures `figures` (Calibration.figures_of's,
+    every field in place; any verify_seqs left out)."""
     import yaml
 
-    from sim.cost import ForwardCost, Work
+    from sim.cost import ForwardCost
     from sim.hardware import hardware_from_node
     from sim.specio import Node
     from validation.profile import profile_yaml
-    doc = yaml.safe_load(profile_yaml(figures | {"layer_s": 0.0}, "in-place layer", 1, "pricing"))
+    priced = {k: v for k, v in figures.items() if k != "verify_seqs"} | {"layer_s": 0.0}
+    doc = yaml.safe_load(profile_yaml(priced, "in-place layer", 1, "pricing"))
     hw = hardware_from_node(Node(doc, None, "hardware"), Path(".")).for_weights(model.weight_bytes)
-    cost = ForwardCost(model, hw, layers=1, lm_head=False)
+    return ForwardCost(model, hw, layers=1, lm_head=False)
+
+
+def layer_price(figures: dict, model: ModelSpec):
+    """The cost model's price of one later layer of `model` (the target's shape, its weights'
+    residency) but for its host time, on the profile of calibration figures `figures`
+    (_one_layer): a function of (rows, keys) -> seconds, for `rows` sequences decoding one
+    token each over `keys` keys in all (their products at gemm_step's factor, attention over the
+    keys, elementwise passes; no launches)."""
+    from sim.cost import Work
+    cost = _one_layer(figures, model)
     return lambda rows, keys: float(cost(Work(tokens=rows, seqs=rows, pairs=keys, kv_read=keys, lm_tokens=0)).time)
+
+
+def attention_price(figures: dict, model: ModelSpec):
+    """The cost model's price of one layer's attention of `model` on the profile of `figures`
+    (_one_layer): a function of (seqs, q, keys) -> seconds, for `seqs` sequences each verifying
+    a chain of q query tokens (q = 1: decoding) over `keys` keys in all, the chains' own
+    included (as the engine's kv_lens count them and the simulator's scheduler lays them out):
+    the layer's price less its token part (products, elementwise passes), so its attention's
+    roofs and everything the profile charges beside them (fused_*, multi_query_us and beyond)."""
+    from sim.cost import Work, alike_rows
+    cost = _one_layer(figures, model)
+
+    def price(seqs: int, q: int, keys: float) -> float:
+        t = q - 1  # drafted tokens a sequence
+        multi = alike_rows(seqs * q, keys, seqs) if q > 1 else {}
+        work = Work(tokens=seqs * q, seqs=seqs, pairs=q * (keys - seqs * t) + seqs * t * (t + 1) // 2,
+                    kv_read=keys - seqs * t, lm_tokens=0, **multi)
+        return float(cost(work).time) - float(cost._token_part(seqs * q, 0)[0])
+    return price
+
+
+def verify_seq_table(t: dict, price, rows=REUSE_ROWS) -> dict:
+    """{"verify_seqs": {q: [[seqs, us], ...]}} (hardware.verify_seqs) from insitu_probe's times
+    `t`: at each rows value of two sequences or more (a chain's fused group call), a later
+    layer's attention call verifying chains of q query tokens less its price (`price`:
+    attention_price), less the plain decoding run's call less its price at the same sequences,
+    a sequence's share (never negative). Decoding's own excess is taken off, since nothing it
+    has prices the verifying sequences (and it cancels the host's speed between the runs).
+    Empty where the probe timed no attention."""
+    table: dict = {}
+    for q in VERIFY_ROWS:
+        curve = []
+        for r in rows:
+            got = [f"verify{q}attention{r}", f"verify{q}keys{r}", f"reuseattention{r}", f"reusekeys{r}"]
+            if r > 1 and all(k in t for k in got):
+                chain, chain_keys, plain, plain_keys = (t[k] for k in got)
+                excess = (chain - price(r, q, chain_keys)) - (plain - price(r, 1, plain_keys))
+                curve.append([r, round(max(0.0, excess) / r * 1e6, 2)])
+        if curve:
+            table[q] = curve
+    return {"verify_seqs": table} if table else {}
 
 
 def layer_in_place(t: dict, price, rows=REUSE_ROWS) -> dict:
