@@ -53,21 +53,39 @@ class Work(NamedTuple):
     own_tokens: object = 0
     own_kv: object = 0
     own_seqs: object = 0
+    # keys the CPU reference's attention gathers beyond each sequence's own (hardware.attn_dense;
+    # kernels/attention.py): its group call takes every sequence up to the group's longest, and
+    # its decoding sequences' call up to the longest of them: Σ over the group's sequences of
+    # (the longest one's keys - their own), and over the decoding sequences the same
+    group_pad: object = 0
+    decode_pad: object = 0
 
 
 GROUP_MAX = 64  # kernels/attention.py's group_max: most query rows a sequence takes into a group call
 
 
 def several_rows(seqs) -> dict:
-    """Work.multi_* and own_* of the sequences `seqs` [(query rows, keys)] with several query
-    rows, as the engine's attention lays them out (kernels/attention.py): a sequence of more than
-    GROUP_MAX rows (a prefill chunk) takes a call of its own, and so does the only one of 2 to
-    GROUP_MAX; two or more of those share group calls."""
+    """Work.multi_*, own_* and the padding (group_pad, decode_pad) of the sequences `seqs`
+    [(query rows, keys)], as the engine's attention lays them out (kernels/attention.py): a
+    sequence of more than GROUP_MAX rows (a prefill chunk) takes a call of its own, and so does
+    the only one of 2 to GROUP_MAX; two or more of those share a group call, which gathers each
+    one's keys up to the longest's; the decoding sequences (one row) share a call likewise. (The
+    reference splits a call whose gathered keys and scores would pass 2^22 floats; not modelled:
+    on the family's shape that is past about 30 sequences of 500 keys.)"""
+    seqs = list(seqs)
+    dec = [k for r, k in seqs if r == 1]
     seqs = [(r, k) for r, k in seqs if r > 1]
     grouped = [(r, k) for r, k in seqs if r <= GROUP_MAX]
     own = [(r, k) for r, k in seqs if r > GROUP_MAX] + (grouped if len(grouped) == 1 else [])
+    group = grouped if len(grouped) > 1 else []
     return {"multi_tokens": sum(r for r, _ in seqs), "multi_kv": sum(k for _, k in seqs), "multi_seqs": len(seqs),
-            "own_tokens": sum(r for r, _ in own), "own_kv": sum(k for _, k in own), "own_seqs": len(own)}
+            "own_tokens": sum(r for r, _ in own), "own_kv": sum(k for _, k in own), "own_seqs": len(own),
+            "group_pad": pad_of([k for _, k in group]), "decode_pad": pad_of(dec)}
+
+
+def pad_of(keys: list) -> int:
+    """Keys a call gathers beyond each sequence's own when it takes them all up to the longest."""
+    return len(keys) * max(keys) - sum(keys) if keys else 0
 
 
 def alike_rows(tokens, kv, seqs) -> dict:
@@ -231,11 +249,13 @@ class ForwardCost:
         # attention: scores and values over the context; KV read once per sequence, new KV written
         n = self.n_layers
         f_attn = self.attn_flops_per_pair * w.pairs
+        b_attn = self.kv_tok * (w.kv_read + tokens) + self.attn_act_per_tok * tokens
+        if self.attn_dense:  # the CPU reference: its calls' padded keys gathered, computed and masked too
+            w = w._replace(kv_read=w.kv_read + w.group_pad + w.decode_pad, multi_kv=w.multi_kv + w.group_pad)
         # dense: every query of a sequence against all its gathered keys (as many as kv_read /
         # seqs on average), where that exceeds the visible pairs (a prefill chunk's causal half)
         run = self.attn_flops_per_pair * _max(w.pairs, tokens * w.kv_read / w.seqs) if self.attn_dense else f_attn
         b_kv = self.kv_tok * (w.kv_read + tokens)
-        b_attn = b_kv + self.attn_act_per_tok * tokens
         # the sequences with one query token: their keys and new token's
         b_dec = self.kv_tok * (w.kv_read - w.multi_kv + tokens - w.multi_tokens) if self.dec_curve is not None else 0.0
         c_attn, m_attn = run / self.attn_fc, self.kv_time(b_kv, b_dec) + self.attn_act_per_tok * tokens / self.bw
@@ -244,6 +264,7 @@ class ForwardCost:
         if self.fused_query or self.fused_key or self.fused_rows is not None or self.fused_own is not None \
                 or self.verify_seqs is not None:  # beside the roofs
             t = t + self.fused_time(w.multi_tokens, w.multi_kv, w.multi_seqs, w.own_tokens, w.own_kv, w.own_seqs)
+        # flops and bytes: the work itself (the padded keys only cost time)
         return Cost(time=t + n * self.attention(c_attn, m_attn), flops=flops + n * f_attn, bytes=nbytes + n * b_attn,
                     compute_time=c_sum + n * c_attn, memory_time=m_sum + n * m_attn)
 

@@ -192,12 +192,12 @@ class HardwareSpec:
     # what each of the sequences verifying `rows` query tokens in the fused group call (not a
     # call of their own) adds to a layer's attention beyond everything else the cost model
     # charges for it, when that many sequences verify (validation/reuse.py `verify_seq_table`:
-    # the engine's later layers' attention timed where it runs, less its price, less decoding's).
-    # The probes above time the call in a hot loop; in place, between a layer's products, a
-    # chain's call at 16-32 sequences read 1.3-1.5x its price, about 15-25 us a sequence a layer
-    # more than decoding's (2026-12-07, EPYC Zen 4: validation/results/cpu-epyc-zen4/0.53.0-c32/
-    # verify_products.txt). Sequences and rows interpolate linearly, held beyond the ends. Empty:
-    # nothing (before 0.54.0)
+    # the engine's later layers' attention timed where it runs, less its price, less decoding's;
+    # its sequences all as long: the padding of calls over sequences of different lengths is
+    # priced apart, sim.cost.Work.group_pad). The probes above time the call in a hot loop; in
+    # place, after the trace's prompt, the probe read 0-16 us a sequence a layer at 4-64
+    # sequences (2026-12-07, EPYC Zen 4: validation/results/cpu-epyc-zen4/0.54.0/). Sequences
+    # and rows interpolate linearly, held beyond the ends. Empty: nothing (before 0.54.0)
     verify_seqs: tuple = ()
     # time per activation element of a layer's unfused elementwise passes (norms, rotary
     # embedding, gating, residual adds: sim.cost.elementwise_elems per token), added to the

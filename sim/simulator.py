@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from sim.cost import ForwardCost, Work, alike_rows, bound_of, host_time, verify_calls, verify_host
+from sim.cost import ForwardCost, Work, alike_rows, bound_of, host_time, pad_of, verify_calls, verify_host
 from sim.kv import AllocatorStats
 from sim.scheduler import Batch, Scheduler, SeqState
 from sim.schemes.base import ZERO_COST, Scheme, SpecScheme
@@ -142,6 +142,7 @@ class Replica:
             B = len(seqs)
             plans = spec.plan_full(seqs, steady) if least > steady else spec.plan(seqs)
             tokens = pairs = kv_read = ctx_sum = n_draft = ctx_draft = verifying = 0
+            keys: tuple[list, list] = ([], [])  # the decoding sequences' and the verifying ones' keys
             for seq, plan in zip(seqs, plans):
                 ctx = seq.computed
                 t = len(plan.parents) if plan is not None else 0
@@ -150,6 +151,7 @@ class Replica:
                 pairs += (ctx + 1) * (1 + t) + (plan.depth_sum if t else 0)
                 kv_read += ctx + 1
                 ctx_sum += ctx
+                keys[t > 0].append(ctx + 1 + t)
                 if t:
                     n_draft += 1
                     ctx_draft += ctx
@@ -158,7 +160,8 @@ class Replica:
             copy = st.kv_copy_bytes - self._charged[2]
             self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
             main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens, int(0 < n_draft < B),
-                                         **alike_rows(verifying, verifying + ctx_draft, n_draft)))
+                                         **alike_rows(verifying, verifying + ctx_draft, n_draft),
+                                         group_pad=pad_of(keys[1]) if n_draft > 1 else 0, decode_pad=pad_of(keys[0])))
             draft = spec.step_draft(n_draft, ctx_draft)
             host = host_time(hw, B, allocs + frees, copy)
             if self.verify_priced:
@@ -232,7 +235,8 @@ class Replica:
         now = self.env.now
         if k > 1:  # a decode run: every sequence's context grows by one token per step
             j = np.arange(k)
-            work = Work(tokens=tokens, seqs=B, pairs=pairs + j * B, kv_read=kv_read + j * B, lm_tokens=lm)
+            work = Work(tokens=tokens, seqs=B, pairs=pairs + j * B, kv_read=kv_read + j * B, lm_tokens=lm,
+                        decode_pad=batch.multi_work()["decode_pad"])  # every context grows alike
             allocs = np.asarray(sched.run_allocs(batch, k), dtype=np.int64)
             allocs[0] = allocs0
             frees = np.zeros(k, dtype=np.int64)

@@ -768,12 +768,47 @@ def test_several_rows_lays_sequences_out_as_the_engines_attention_does():
 
     from kernels.attention import paged_attention_ref
     assert inspect.signature(paged_attention_ref).parameters["group_max"].default == GROUP_MAX
-    assert several_rows([(1, 9), (1, 9)]) == alike_rows(0, 0, 0)
-    assert several_rows([(3, 10), (1, 5)]) == alike_rows(3, 10, 1)
-    assert several_rows([(3, 10), (64, 70)]) == alike_rows(67, 80, 2) and alike_rows(67, 80, 2)["own_seqs"] == 0
+    def rows(seqs):  # but for the padding
+        return {k: v for k, v in several_rows(seqs).items() if not k.endswith("_pad")}
+    assert rows([(1, 9), (1, 9)]) == alike_rows(0, 0, 0)
+    assert rows([(3, 10), (1, 5)]) == alike_rows(3, 10, 1)
+    assert rows([(3, 10), (64, 70)]) == alike_rows(67, 80, 2) and alike_rows(67, 80, 2)["own_seqs"] == 0
     assert several_rows([(3, 10), (65, 70)])["own_seqs"] == 2
     assert several_rows([(3, 10), (4, 12), (65, 70)])["own_tokens"] == 65
     assert alike_rows(130, 300, 2)["own_kv"] == 300
+
+
+def test_the_references_padded_calls_cost_their_longest_sequences_keys():
+    """several_rows counts the keys the reference's calls gather beyond each sequence's own: a
+    group call's sequences up to the longest of them, the decoding sequences' call likewise (not
+    a call of its own); on a profile with attn_dense a step then costs what it would with every
+    such sequence as long as the longest (its flops and bytes stay the work's own), elsewhere
+    nothing more; arrays price as the scalars do."""
+    pads = several_rows([(1, 100), (1, 300), (2, 50), (3, 250), (4, 150), (200, 400)])
+    assert (pads["group_pad"], pads["decode_pad"]) == (200 + 0 + 100, 200)
+    assert several_rows([(2, 50), (1, 80)])["group_pad"] == 0  # a lone chain: a call of its own
+    m = model("tiny")
+    dense, plain = device("cpu", attn_dense=True), device("h100-sxm")
+
+    def step(seqs):
+        tok = sum(r for r, _ in seqs)
+        return Work(tokens=tok, seqs=len(seqs), pairs=sum(r * k for r, k in seqs), kv_read=sum(k - r for r, k in seqs),
+                    lm_tokens=tok, mixed=int(any(r == 1 for r, _ in seqs) and any(r > 1 for r, _ in seqs)),
+                    **several_rows(seqs))
+    for spread, longest in (([(2, 100), (2, 300)], [(2, 300), (2, 300)]),
+                            ([(1, 100), (1, 300), (1, 200)], [(1, 300)] * 3),
+                            ([(1, 100), (1, 300), (3, 120), (3, 400)], [(1, 300), (1, 300), (3, 400), (3, 400)])):
+        w, w_long = step(spread), step(longest)
+        w_long = w_long._replace(pairs=w.pairs)  # the same visible pairs: only the gathered keys differ
+        a, b = ForwardCost(m, dense)(w), ForwardCost(m, dense)(w_long)
+        assert a.time == pytest.approx(b.time, rel=1e-12) and a.time > ForwardCost(m, dense)(
+            w._replace(group_pad=0, decode_pad=0)).time
+        bare = ForwardCost(m, dense)(w._replace(group_pad=0, decode_pad=0))
+        assert (a.flops, a.bytes) == (bare.flops, bare.bytes)
+        assert ForwardCost(m, plain)(w).time == ForwardCost(m, plain)(w._replace(group_pad=0, decode_pad=0)).time
+    cases = [step([(2, 100), (2, 300)]), step([(1, 100), (1, 300), (1, 200)])]
+    vec = Work(*(np.array([getattr(w, f) for w in cases]) for f in Work._fields))
+    assert ForwardCost(m, dense)(vec).time == pytest.approx(np.array([ForwardCost(m, dense)(w).time for w in cases]))
 
 
 def test_elementwise_passes_add_per_token_and_layer():

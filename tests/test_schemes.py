@@ -181,6 +181,7 @@ def test_speculative_runs_equal_step_by_step(tmp_path, paging, arrival):
     request outcome must equal stepping through schedule -> price -> commit one at a time."""
     trace = make_trace(tmp_path, serving={"paging": paging, "max_num_batched_tokens": 2048},
                        hardware={"preset": "h100-sxm", "multi_query_us": 20, "batch_query_us": 10,
+                                 "attn_dense": True,  # the reference's padded calls (Work.group_pad, decode_pad)
                                  "mixed_query_us": 30,  # the host terms of several- and mixed-query passes
                                  "verify_call_us": 40, "tree_call_us": 20, "tree_node_us": 1, "pack_node_us": 0.5,
                                  "fused_query_us": 0.3, "fused_key_ns": 7.0,

@@ -34,9 +34,11 @@ sequence) beside the chains of INSITU_DEPTH (6): `verify_seq_table` takes each c
 its price (`attention_price`), less plain decoding's call less its price, a sequence's share,
 by query rows and sequences (hardware.verify_seqs). On the Zen 4 VM at 32 sequences a chain's
 call had read 1.31-1.46x its price in the family's engine, 15-25 us a sequence a layer beyond
-decoding's, while the calibration's attention probes, timed in a hot loop, priced it right at
-4 sequences and missed it at 16-32 (validation/results/cpu-epyc-zen4/0.53.0-c32/
-verify_products.txt, attention_shapes.txt).
+decoding's (validation/results/cpu-epyc-zen4/0.53.0-c32/verify_products.txt). Most of that
+turned out to be the reference's padding (its group call takes every sequence up to the longest,
+and the family's chains of different acceptance drift apart: priced since 0.54.0 as
+sim.cost.Work.group_pad, cpu-epyc-zen4/0.54.0/padding.txt); this probe's sequences all run
+alike (every draft rejected), so it reads what is left, 0-16 us a sequence.
 
 Until 0.41.0 this probe replayed a step's order of products with random matrices and fixed host
 work between them. On a 2-core EPYC VM (32 MB L3) the engine's drafters ran the reused products
