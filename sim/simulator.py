@@ -143,6 +143,7 @@ class Replica:
             plans = spec.plan_full(seqs, steady) if least > steady else spec.plan(seqs)
             tokens = pairs = kv_read = ctx_sum = n_draft = ctx_draft = verifying = 0
             keys: tuple[list, list] = ([], [])  # the decoding sequences' and the verifying ones' keys
+            draft_ctx = []  # the drafting sequences' contexts
             for seq, plan in zip(seqs, plans):
                 ctx = seq.computed
                 t = len(plan.parents) if plan is not None else 0
@@ -156,13 +157,14 @@ class Replica:
                     n_draft += 1
                     ctx_draft += ctx
                     verifying += 1 + t
+                    draft_ctx.append(ctx)
             allocs, frees = st.page_allocs - self._charged[0], st.page_frees - self._charged[1]
             copy = st.kv_copy_bytes - self._charged[2]
             self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
             main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens, int(0 < n_draft < B),
                                          **alike_rows(verifying, verifying + ctx_draft, n_draft),
                                          group_pad=pad_of(keys[1]) if n_draft > 1 else 0, decode_pad=pad_of(keys[0])))
-            draft = spec.step_draft(n_draft, ctx_draft)
+            draft = spec.step_draft(n_draft, ctx_draft, spec.pad(draft_ctx))
             host = host_time(hw, B, allocs + frees, copy)
             if self.verify_priced:
                 host += verify_host(hw, *verify_calls(p.parents if p is not None else () for p in plans), tokens - B)

@@ -10,7 +10,7 @@ from itertools import accumulate
 import numpy as np
 
 from sim.acceptance import CompiledTree
-from sim.cost import Cost, ForwardCost, Work, alike_rows, host_time, verify_host
+from sim.cost import Cost, ForwardCost, Work, alike_rows, host_time, pad_of, verify_host
 from sim.dyntree import TreeLibrary
 from sim.errors import SpecError
 from sim.policy import Goodput
@@ -177,24 +177,31 @@ class Speculator:
 
     # ---- cost -------------------------------------------------------------------------------
     def draft_cost(self, batch) -> Cost:
-        n = ctx = 0
-        for tree, c in zip(batch.trees, batch.context):
-            if tree:
-                n += 1
-                ctx += c
-        return self.step_draft(n, ctx)
+        contexts = [c for tree, c in zip(batch.trees, batch.context) if tree]
+        return self.step_draft(len(contexts), sum(contexts), self.pad(contexts))
 
-    def step_draft(self, n: int, ctx: int) -> Cost:
+    def pad(self, contexts: list) -> int:
+        """Context the drafting sequences' passes gather beyond their own on the CPU reference
+        (hardware.attn_dense): each up to the longest's (sim.cost.Work.group_pad); 0 elsewhere."""
+        return pad_of(contexts) if self.trace.hardware.attn_dense else 0
+
+    def step_draft(self, n: int, ctx: int, pad: int = 0) -> Cost:
         """The drafter's price in the step just planned: n drafting sequences of Σ context ctx, at
         the planned depth, catching up on the fresh tokens `plan` counted (at least one each); a
         scheme that `prices_tries` (prompt lookup) pays for every sequence offered a draft, found
-        or not."""
+        or not. With `pad` (Σ of the longest's context less each one's) its time is that of
+        sequences all as long as the longest, its flops and bytes its own."""
         if self.prices_tries:
             n = self.tried
         if not n:
             return ZERO_COST
         d = self.depth
-        return self.draft(n, ctx, d, () if self.library else self.scheme.tree(d), self.fresh, self.first, self.several)
+        args = (d, () if self.library else self.scheme.tree(d), self.fresh, self.first, self.several)
+        cost = self.draft(n, ctx, *args)
+        if not pad:
+            return cost
+        padded = self.draft(n, ctx + pad, *args)
+        return cost._replace(time=padded.time, compute_time=padded.compute_time, memory_time=padded.memory_time)
 
     def predict_step(self, batch: int, context: float, depth: int) -> float:
         """Predicted time of a step of `batch` decoding sequences at a mean context, drafting at

@@ -479,6 +479,26 @@ def test_ngram_prices_every_lookup_at_the_devices_measured_rate(tmp_path):
         assert spec.step_draft(drafting, 10 * drafting).time == pytest.approx(40e-6 + 8 * 15e-6)
 
 
+@pytest.mark.parametrize("entry", [EAGLE, ALL[4], ALL[5]], ids=["eagle", "mtp", "draft"])
+def test_drafter_passes_on_the_reference_take_the_longest_context(tmp_path, entry):
+    """On a profile with attn_dense (the CPU reference's padded calls: sim.cost.Work.group_pad)
+    a step's drafting costs the time of its drafting sequences all as long as the longest, its
+    flops and bytes their own; elsewhere the padding is 0 and costs nothing."""
+    dense = make_trace(tmp_path, hardware={"preset": "cpu", "attn_dense": True}, speculation=[entry])
+    spec = Speculator(dense.speculation[0], dense, seed=1)
+
+    class Seq:
+        def __init__(self, i, computed):
+            self.id, self.output, self.generated, self.computed, self.drafted = i, 100, 1, computed, 0
+    contexts = [100, 400, 250]
+    spec.plan([Seq(i, c) for i, c in enumerate(contexts)])
+    assert spec.pad(contexts) == 3 * 400 - 750
+    padded, own, longest = spec.step_draft(3, 750, 450), spec.step_draft(3, 750), spec.step_draft(3, 1200)
+    assert padded.time == longest.time > own.time and (padded.flops, padded.bytes) == (own.flops, own.bytes)
+    gpu = make_trace(tmp_path, speculation=[entry])
+    assert Speculator(gpu.speculation[0], gpu, seed=1).pad(contexts) == 0
+
+
 @pytest.mark.parametrize("entry", [EAGLE2, MIXED2], ids=["one", "mixture"])
 def test_dynamic_trees_near_a_requests_end_are_grown_to_the_depth_left(tmp_path, entry):
     """Where a sequence has fewer tokens left than the depth, its EAGLE-2 tree is one of its
