@@ -98,8 +98,9 @@ class ProductClock:
     product within it ("input_product"). A step's drafting precedes its target pass, which
     closes it. With two target layers or more, `steps[i]["layer"]` is a later layer's seconds,
     whole (from the second layer's first product to the LM head's, over the later layers; the
-    wrapper's own few microseconds a product in it), and `steps[i]["keys"]` the keys its
-    sequences attend to (the sum of the step's kv_lens). (A torch function mode, which sees every torch call, made the
+    wrapper's own few microseconds a product in it), `steps[i]["attention"]` a later layer's
+    attention call (the target's model.ops_unchecked.paged_attention, wrapped; their mean), and
+    `steps[i]["keys"]` the keys its sequences attend to (the sum of the step's kv_lens). (A torch function mode, which sees every torch call, made the
     probe's steps 1.6-1.75x as long as the engine's own on the family's shape, this wrapper
     1.01-1.05x: validation/results/cpu-epyc-zen3/0.42.0/mode_check.txt.)"""
 
