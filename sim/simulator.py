@@ -137,13 +137,16 @@ class Replica:
         nodes = sched.max_nodes
         steady = self._steady_depth()
         least = min(s.output - s.generated for s in sched.running)
+        dense = hw.attn_dense
         while steady:
             seqs = sched.running
             B = len(seqs)
             plans = spec.plan_full(seqs, steady) if least > steady else spec.plan(seqs)
             tokens = pairs = kv_read = ctx_sum = n_draft = ctx_draft = verifying = 0
-            keys: tuple[list, list] = ([], [])  # the decoding sequences' and the verifying ones' keys
-            draft_ctx = []  # the drafting sequences' contexts
+            # where the reference's padded calls cost time (hardware.attn_dense; sim.cost.Work.group_pad):
+            # the decoding sequences' and the verifying ones' keys, the drafting ones' contexts
+            keys: tuple[list, list] = ([], [])
+            draft_ctx: list = []
             for seq, plan in zip(seqs, plans):
                 ctx = seq.computed
                 t = len(plan.parents) if plan is not None else 0
@@ -152,12 +155,14 @@ class Replica:
                 pairs += (ctx + 1) * (1 + t) + (plan.depth_sum if t else 0)
                 kv_read += ctx + 1
                 ctx_sum += ctx
-                keys[t > 0].append(ctx + 1 + t)
+                if dense:
+                    keys[t > 0].append(ctx + 1 + t)
+                    if t:
+                        draft_ctx.append(ctx)
                 if t:
                     n_draft += 1
                     ctx_draft += ctx
                     verifying += 1 + t
-                    draft_ctx.append(ctx)
             allocs, frees = st.page_allocs - self._charged[0], st.page_frees - self._charged[1]
             copy = st.kv_copy_bytes - self._charged[2]
             self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
@@ -238,7 +243,7 @@ class Replica:
         if k > 1:  # a decode run: every sequence's context grows by one token per step
             j = np.arange(k)
             work = Work(tokens=tokens, seqs=B, pairs=pairs + j * B, kv_read=kv_read + j * B, lm_tokens=lm,
-                        decode_pad=batch.multi_work()["decode_pad"])  # every context grows alike
+                        decode_pad=batch.multi_work()["decode_pad"] if tr.hardware.attn_dense else 0)  # grows alike
             allocs = np.asarray(sched.run_allocs(batch, k), dtype=np.int64)
             allocs[0] = allocs0
             frees = np.zeros(k, dtype=np.int64)

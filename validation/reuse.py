@@ -282,7 +282,8 @@ def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = RE
         if not got:
             raise RuntimeError(f"the in-situ probe's {entry['scheme']} run at {r} sequences had no whole step")
         med = {p: statistics.median(v) for p, v in got.items()}
-        out = {f"verify{passes + 1}{p[7:]}{r}": med.pop(p) for p in ("verify_attention", "verify_keys") if p in med}
+        out = {f"verify{passes + 1}{name}{r}": med.pop(p)
+               for p, name in (("verify_attention", "attention"), ("verify_keys", "keys")) if p in med}
         return out | ({f"reuse{p}{r}": v for p, v in med.items()} if passes in (0, INSITU_DEPTH) else {})
 
     def call():
