@@ -64,15 +64,16 @@ class Work(NamedTuple):
 GROUP_MAX = 64  # kernels/attention.py's group_max: most query rows a sequence takes into a group call
 
 
-def several_rows(seqs) -> dict:
+def several_rows(seqs, model=None) -> dict:
     """Work.multi_*, own_* and the padding (group_pad, decode_pad) of the sequences `seqs`
     [(query rows, keys)], as the engine's attention lays them out (kernels/attention.py): a
     sequence of more than GROUP_MAX rows (a prefill chunk) takes a call of its own, and so does
     the only one of 2 to GROUP_MAX; two or more of those share a group call, which gathers each
-    one's keys up to the longest's; the decoding sequences (one row) share a call likewise. (The
-    reference splits a call whose gathered keys and scores would pass 2^22 floats; not modelled:
-    on the family's shape that is past about 30 sequences of 500 keys.)"""
+    one's keys up to the longest's; the decoding sequences (one row) share a call likewise. Given
+    the `model`, those calls are split as the reference splits them (call_seqs), each padded to
+    its own longest; without it, one call each."""
     seqs = list(seqs)
+    longest = max((k for _, k in seqs), default=0)  # the batch's row of slots (engine.model's kv_slots width)
     dec = [k for r, k in seqs if r == 1]
     seqs = [(r, k) for r, k in seqs if r > 1]
     grouped = [(r, k) for r, k in seqs if r <= GROUP_MAX]
@@ -80,11 +81,31 @@ def several_rows(seqs) -> dict:
     group = grouped if len(grouped) > 1 else []
     return {"multi_tokens": sum(r for r, _ in seqs), "multi_kv": sum(k for _, k in seqs), "multi_seqs": len(seqs),
             "own_tokens": sum(r for r, _ in own), "own_kv": sum(k for _, k in own), "own_seqs": len(own),
-            "group_pad": pad_of([k for _, k in group]), "decode_pad": pad_of(dec)}
+            "group_pad": pad_of([k for _, k in group], call_seqs(model, longest, max((r for r, _ in group), default=1))),
+            "decode_pad": pad_of(dec, call_seqs(model, longest, 1))}
 
 
-def pad_of(keys: list) -> int:
-    """Keys a call gathers beyond each sequence's own when it takes them all up to the longest."""
+GATHER_FLOATS = 1 << 22  # kernels/attention.py's max_elems: the gathered K/V and scores a reference call holds
+
+
+def call_seqs(model, longest: int, rows: int, floats: int = GATHER_FLOATS) -> int:
+    """Sequences one call of the CPU reference's attention takes (kernels/attention.py), each of
+    `rows` query rows over the batch's `longest` row of key slots: its gathered K and V
+    (2 kv_heads head_dim floats a key) and scores (heads a key and row) at most `floats`
+    (the reference's bound), at least one sequence; 0 (one call for all) without a `model`. On the family's shape (hidden
+    256) about 30 decoding sequences of 500 keys share a call; on Llama-8B's, one sequence of
+    2,000 keys takes a call of its own, so no padding."""
+    if model is None:
+        return 0
+    per_seq = longest * (2 * model.kv_heads * model.head_dim + model.heads * rows)
+    return max(1, floats // max(1, per_seq))
+
+
+def pad_of(keys: list, per_call: int = 0) -> int:
+    """Keys the calls gather beyond each sequence's own when each takes its sequences up to its
+    longest: `per_call` consecutive sequences a call (call_seqs), or all in one (0)."""
+    if per_call and per_call < len(keys):
+        return sum(pad_of(keys[i:i + per_call]) for i in range(0, len(keys), per_call))
     return len(keys) * max(keys) - sum(keys) if keys else 0
 
 

@@ -104,19 +104,20 @@ class Batch:
                 prefill += q
         return tokens, pairs, kv_read, lm, prefill
 
-    def work(self, aggregates: tuple | None = None) -> Work:
+    def work(self, aggregates: tuple | None = None, model=None) -> Work:
         """The step's forward work as the cost model prices it (`aggregates`: this batch's, where
-        the caller already has them)."""
+        the caller already has them; `model`: the target's spec, which splits the padded calls)."""
         tokens, pairs, kv_read, lm, _ = aggregates or self.aggregates()
         return Work(tokens=tokens, seqs=self.size, pairs=pairs, kv_read=kv_read, lm_tokens=lm, mixed=self.mixed(),
-                    **self.multi_work())
+                    **self.multi_work(model))
 
-    def multi_work(self) -> dict:
-        """Work.multi_* and own_* (sim.cost.several_rows) of the sequences with several query
-        tokens (verifying drafts, or a prefill chunk): their query tokens + drafted nodes, and
-        those plus their context."""
-        return several_rows((q + len(tree), ctx + q + len(tree))
-                            for q, tree, ctx in zip(self.query, self.trees, self.context))
+    def multi_work(self, model=None) -> dict:
+        """Work.multi_*, own_* and the padding (sim.cost.several_rows; its calls split as the
+        reference splits them for `model`) of the sequences with several query tokens (verifying
+        drafts, or a prefill chunk): their query tokens + drafted nodes, and those plus their
+        context."""
+        return several_rows(((q + len(tree), ctx + q + len(tree))
+                             for q, tree, ctx in zip(self.query, self.trees, self.context)), model)
 
     def shapes(self) -> list[tuple]:
         """The draft shapes (parents; () for none) of the sequences that sample this step."""

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from sim.cost import ForwardCost, Work, alike_rows, bound_of, host_time, pad_of, verify_calls, verify_host
+from sim.cost import ForwardCost, Work, alike_rows, bound_of, call_seqs, host_time, pad_of, verify_calls, verify_host
 from sim.kv import AllocatorStats
 from sim.scheduler import Batch, Scheduler, SeqState
 from sim.schemes.base import ZERO_COST, Scheme, SpecScheme
@@ -137,7 +137,7 @@ class Replica:
         nodes = sched.max_nodes
         steady = self._steady_depth()
         least = min(s.output - s.generated for s in sched.running)
-        dense = hw.attn_dense
+        dense, model = hw.attn_dense, self.trace.model
         while steady:
             seqs = sched.running
             B = len(seqs)
@@ -147,6 +147,7 @@ class Replica:
             # the decoding sequences' and the verifying ones' keys, the drafting ones' contexts
             keys: tuple[list, list] = ([], [])
             draft_ctx: list = []
+            rows_most = 1  # the verifying sequences' most query rows (a group call's padded rows)
             for seq, plan in zip(seqs, plans):
                 ctx = seq.computed
                 t = len(plan.parents) if plan is not None else 0
@@ -157,6 +158,7 @@ class Replica:
                 ctx_sum += ctx
                 if dense:
                     keys[t > 0].append(ctx + 1 + t)
+                    rows_most = max(rows_most, 1 + t)
                     if t:
                         draft_ctx.append(ctx)
                 if t:
@@ -166,9 +168,13 @@ class Replica:
             allocs, frees = st.page_allocs - self._charged[0], st.page_frees - self._charged[1]
             copy = st.kv_copy_bytes - self._charged[2]
             self._charged = (st.page_allocs, st.page_frees, st.kv_copy_bytes)
+            pads = {}
+            if dense:  # each call as the reference splits it (call_seqs), over the batch's longest row of slots
+                longest = max(keys[0] + keys[1], default=0)
+                pads = {"group_pad": pad_of(keys[1], call_seqs(model, longest, rows_most)) if n_draft > 1 else 0,
+                        "decode_pad": pad_of(keys[0], call_seqs(model, longest, 1))}
             main = self.target_cost(Work(tokens, B, pairs, kv_read, tokens, int(0 < n_draft < B),
-                                         **alike_rows(verifying, verifying + ctx_draft, n_draft),
-                                         group_pad=pad_of(keys[1]) if n_draft > 1 else 0, decode_pad=pad_of(keys[0])))
+                                         **alike_rows(verifying, verifying + ctx_draft, n_draft), **pads))
             draft = spec.step_draft(n_draft, ctx_draft, spec.pad(draft_ctx))
             host = host_time(hw, B, allocs + frees, copy)
             if self.verify_priced:
@@ -243,13 +249,13 @@ class Replica:
         if k > 1:  # a decode run: every sequence's context grows by one token per step
             j = np.arange(k)
             work = Work(tokens=tokens, seqs=B, pairs=pairs + j * B, kv_read=kv_read + j * B, lm_tokens=lm,
-                        decode_pad=batch.multi_work()["decode_pad"] if tr.hardware.attn_dense else 0)  # grows alike
+                        decode_pad=batch.multi_work(tr.model)["decode_pad"] if tr.hardware.attn_dense else 0)  # grows alike
             allocs = np.asarray(sched.run_allocs(batch, k), dtype=np.int64)
             allocs[0] = allocs0
             frees = np.zeros(k, dtype=np.int64)
             frees[0] = frees0
         else:
-            work = batch.work(agg)
+            work = batch.work(agg, tr.model)
             allocs, frees = allocs0, frees0
         main = self.target_cost(work)
         draft = self.spec.draft_cost(batch) if self.spec is not None else ZERO_COST

@@ -10,11 +10,11 @@ from itertools import accumulate
 import numpy as np
 
 from sim.acceptance import CompiledTree
-from sim.cost import Cost, ForwardCost, Work, alike_rows, host_time, pad_of, verify_host
+from sim.cost import Cost, ForwardCost, Work, alike_rows, call_seqs, host_time, pad_of, verify_host
 from sim.dyntree import TreeLibrary
 from sim.errors import SpecError
 from sim.policy import Goodput
-from sim.schemes.base import ZERO_COST, SpecScheme
+from sim.schemes.base import ZERO_COST, ModelDraftScheme, SpecScheme
 from sim import trees as T
 
 
@@ -182,8 +182,13 @@ class Speculator:
 
     def pad(self, contexts: list) -> int:
         """Context the drafting sequences' passes gather beyond their own on the CPU reference
-        (hardware.attn_dense): each up to the longest's (sim.cost.Work.group_pad); 0 elsewhere."""
-        return pad_of(contexts) if self.trace.hardware.attn_dense else 0
+        (hardware.attn_dense): each up to its call's longest (sim.cost.Work.group_pad), its calls
+        split as the reference splits one-row passes over the drafter's network (call_seqs);
+        0 elsewhere."""
+        if not self.trace.hardware.attn_dense or not contexts:
+            return 0
+        net = self.scheme.drafter_spec()[0] if isinstance(self.scheme, ModelDraftScheme) else None
+        return pad_of(contexts, call_seqs(net, max(contexts), 1))
 
     def step_draft(self, n: int, ctx: int, pad: int = 0) -> Cost:
         """The drafter's price in the step just planned: n drafting sequences of Σ context ctx, at

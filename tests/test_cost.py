@@ -811,6 +811,79 @@ def test_the_references_padded_calls_cost_their_longest_sequences_keys():
     assert ForwardCost(m, dense)(vec).time == pytest.approx(np.array([ForwardCost(m, dense)(w).time for w in cases]))
 
 
+def test_the_padded_calls_split_as_the_reference_splits_them():
+    """call_seqs is the number of sequences the reference's attention puts in one call
+    (kernels/attention.py splits a call whose gathered K/V and scores pass max_elems floats), and
+    several_rows's padding is what the reference's calls gather beyond each sequence's keys, both
+    found by recording its calls. On Llama-8B's shape a decoding sequence of 2,000 keys takes a
+    call of its own (no padding); on the family's, 32 of 500 keys share one."""
+    import inspect
+    from dataclasses import replace
+
+    import torch
+
+    import kernels.attention as ka
+    from sim.cost import GATHER_FLOATS, call_seqs, pad_of
+    assert inspect.signature(ka.paged_attention_ref).parameters["max_elems"].default == GATHER_FLOATS
+    assert pad_of([100, 200, 300, 150]) == 450 and pad_of([100, 200, 300, 150], 2) == 100 + 150
+    assert pad_of([100, 200, 300], 5) == pad_of([100, 200, 300]) and pad_of([], 3) == 0
+    assert call_seqs(None, 500, 1) == 0
+    assert call_seqs(model("tiny"), 500, 1) == 32 and call_seqs(model("llama-3.1-8b"), 2000, 1) == 1
+    torch.manual_seed(0)
+    shape = replace(model("tiny"), heads=32, kv_heads=8, head_dim=128)  # Llama-8B's attention
+
+    def calls(lens, rows, max_elems):
+        """(kind, sequences, keys gathered beyond theirs) of each group call and decoding call."""
+        got = []
+        group, attend = ka._attend_group, ka._attend
+
+        def record(kind, seqs):
+            n = kv_lens[seqs]
+            got.append((kind, len(seqs), int(len(seqs) * n.max() - n.sum())))
+
+        def group_call(*a):
+            record("group", torch.tensor(a[-1]))
+            return group(*a)
+
+        def attend_call(*a):
+            if a[-1] is None:
+                record("decode", a[5][a[-2]])
+            return attend(*a)
+        q_seq = [b for b, r in enumerate(rows) for _ in range(r)]
+        q_pos = [n - r + j for n, r in zip(lens, rows) for j in range(r)]
+        n, width = len(q_seq), max(lens)
+        slots = torch.arange(len(lens) * width).view(len(lens), width)
+        kv_lens = torch.tensor(lens)
+        cache = torch.randn(slots.numel(), shape.kv_heads, shape.head_dim)
+        ka._attend_group, ka._attend = group_call, attend_call
+        try:
+            ka.paged_attention_ref(torch.randn(n, shape.heads, shape.head_dim), cache, cache, slots, kv_lens,
+                                   torch.tensor(q_seq), torch.tensor(q_pos), torch.full((len(lens),), 1 << 30),
+                                   torch.zeros(n, dtype=torch.long), 0.1, max_elems=max_elems)
+        finally:
+            ka._attend_group, ka._attend = group, attend
+        return got
+    lens, rows = [300, 700, 450, 650, 500, 200, 600, 550, 400, 680], [2, 40, 3, 1, 4, 1, 2, 1, 5, 6]
+    seqs = list(zip(rows, lens))
+    for max_elems in (GATHER_FLOATS, 1 << 20, 1 << 23, 1 << 24):
+        got = calls(lens, rows, max_elems)
+        per = {"group": call_seqs(shape, max(lens), max(rows), max_elems), "decode": call_seqs(shape, max(lens), 1, max_elems)}
+        for kind, pick in (("group", [n for r, n in seqs if r > 1]), ("decode", [n for r, n in seqs if r == 1])):
+            mine = [c for c in got if c[0] == kind]
+            assert [c[1] for c in mine] == [len(pick[i:i + per[kind]]) for i in range(0, len(pick), per[kind])]
+            assert sum(c[2] for c in mine) == pad_of(pick, per[kind]), (max_elems, kind, mine)
+        assert 1 < len(got) < len(lens) or max_elems != GATHER_FLOATS  # the default bound splits this step
+    pads = several_rows(seqs, shape)
+    got = calls(lens, rows, GATHER_FLOATS)
+    assert pads["group_pad"] == sum(c[2] for c in got if c[0] == "group")  # a call a sequence: 0
+    assert pads["decode_pad"] == sum(c[2] for c in got if c[0] == "decode") == 650 - 200
+    assert (pads["group_pad"], pads["decode_pad"]) != (several_rows(seqs)["group_pad"], several_rows(seqs)["decode_pad"])
+    llama = model("llama-3.1-8b")
+    spread = [(1, 2000), (1, 1000), (1, 1500), (3, 2000), (3, 800)]
+    assert several_rows(spread, llama)["decode_pad"] == 0 and several_rows(spread)["decode_pad"] == 1000 + 500
+    assert several_rows(spread, llama)["group_pad"] == 0 and several_rows(spread)["group_pad"] == 1200
+
+
 def test_elementwise_passes_add_per_token_and_layer():
     """elementwise_ns prices each layer's unfused elementwise passes per activation element,
     on top of the matmuls; 0 (every preset) adds nothing."""

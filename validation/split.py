@@ -96,8 +96,9 @@ class PriceInput:
     nodes: int
 
 
-def price_input(batch, allocs: int, frees: int) -> PriceInput:
-    return PriceInput(batch.work(), batch.size, allocs + frees, tuple(batch.shapes()), sum(map(len, batch.trees)))
+def price_input(batch, allocs: int, frees: int, model=None) -> PriceInput:
+    """`model`: the target's spec, which splits the reference's padded attention calls (sim.cost.call_seqs)."""
+    return PriceInput(batch.work(model=model), batch.size, allocs + frees, tuple(batch.shapes()), sum(map(len, batch.trees)))
 
 
 def priced(spec, hw, inp: PriceInput) -> tuple[float, float]:
@@ -131,7 +132,7 @@ def measure_run(trace, scheme, workload, source, model, drafters, device: str, b
         draft = float(cols["draft_time"][i])
         rows.append({"step": float(cols["duration"][i]), "draft": draft, "forward": fwd,
                      "rest": float(cols["duration"][i]) - draft - fwd})
-        inputs.append(price_input(cap.batches[i], int(cols["page_allocs"][i]), int(cols["page_frees"][i])))
+        inputs.append(price_input(cap.batches[i], int(cols["page_allocs"][i]), int(cols["page_frees"][i]), trace.model))
     bare = []
     for j in range(0, len(keep), max(1, len(keep) // max(1, bare_steps))):
         if len(bare) == bare_steps:
