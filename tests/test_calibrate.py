@@ -556,6 +556,27 @@ def test_elementwise_curve_averages_each_stretch_without_the_fixed_part():
     assert [x for _, x in flat] == [1e-4] * len(EW_TOKENS)
 
 
+def test_the_lookup_probe_runs_between_the_passes_of_the_model_it_is_given(monkeypatch):
+    """ngram_probe times prompt lookup in the engine's decode steps on random weights of the
+    checkpoint's shape (the calibration's context model where it fits the cache, since 0.55.0),
+    by default the 1-layer hidden-64 probe model, each step's mean drafting time by sequences."""
+    import numpy as np
+
+    import validation.host_probes as hp
+    from sim.models import model_from_node
+    seen = []
+
+    def steps(batch, device, entry, tokens, traffic=None, prompt=16, passes=False, checkpoint=hp.TINY_CHECKPOINT):
+        seen.append((batch, entry["scheme"], prompt, checkpoint))
+        return {"draft_time": np.array([1e-5 * batch, 3e-5 * batch])}
+    monkeypatch.setattr(hp, "_decode_steps", steps)
+    family = hp.checkpoint_of(model_from_node(Node("tiny", None, "model"), Path(".")))
+    assert hp.ngram_probe("cpu") == {f"ngram{b}": pytest.approx(2e-5 * b) for b in hp.NGRAM_SEQS}
+    hp.ngram_probe("cpu", None, family)
+    assert [s[3] for s in seen] == [hp.TINY_CHECKPOINT] * len(hp.NGRAM_SEQS) + [family] * len(hp.NGRAM_SEQS)
+    assert {s[1:3] for s in seen} == {("ngram", hp.NGRAM_PROMPT)} and family["hidden"] == 256
+
+
 def test_ngram_times_split_a_lookup_step_into_its_call_and_sequences():
     """ngram_call_us / ngram_seq_us: the probe's growth from 1 to 16 sequences per sequence, and
     the rest of the 1-sequence step's time; neither below 0."""

@@ -271,14 +271,16 @@ def engine_step(batch: int, device: str, traffic=None) -> float:
 NGRAM_SEQS, NGRAM_PROMPT = (1, 16), 128  # the family's traces' prompts: lookups over 128-176 tokens
 
 
-def ngram_probe(device: str, traffic=None) -> dict:
+def ngram_probe(device: str, traffic=None, checkpoint: dict | None = None) -> dict:
     """The engine's prompt lookup (engine.ngram's planner, K = 4, trigrams) in decode steps of
     NGRAM_SEQS' sequences after NGRAM_PROMPT-token prompts: {"ngram{seqs}": mean drafting time
-    of a step}, amid `traffic` if given. In the engine's runs of the family a lookup reads 5-8x
+    of a step}, amid `traffic` if given, on random weights of `checkpoint`'s shape (default the
+    1-layer hidden-64 probe model). In the engine's runs of the family a lookup reads 5-8x
     what a tight loop of them does (81 against 8-15 us a sequence at concurrency 1): the numpy
     calls run cold between the model's passes."""
     entry = {"scheme": "ngram", "k": 4, "ngram": 3}
-    return {f"ngram{b}": float(statistics.mean(_decode_steps(b, device, entry, 48, traffic, NGRAM_PROMPT)["draft_time"]))
+    return {f"ngram{b}": float(statistics.mean(_decode_steps(b, device, entry, 48, traffic, NGRAM_PROMPT,
+                                                             checkpoint=checkpoint or TINY_CHECKPOINT)["draft_time"]))
             for b in NGRAM_SEQS}
 
 
