@@ -25,7 +25,7 @@ from engine.runner import run_scheme  # noqa: E402
 from sim.spec import load_trace  # noqa: E402
 from sim.workload import make_requests  # noqa: E402
 from validation.host_probes import checkpoint_of, probe_engine  # noqa: E402
-from validation.reuse import ProductClock, step_parts  # noqa: E402
+from validation.reuse import ProductClock  # noqa: E402
 
 
 def timed(trace, scheme, requests, model, c, prompts=None):
