@@ -92,9 +92,9 @@ def call_seqs(model, longest: int, rows: int, floats: int = GATHER_FLOATS) -> in
     """Sequences one call of the CPU reference's attention takes (kernels/attention.py), each of
     `rows` query rows over the batch's `longest` row of key slots: its gathered K and V
     (2 kv_heads head_dim floats a key) and scores (heads a key and row) at most `floats`
-    (the reference's bound), at least one sequence; 0 (one call for all) without a `model`. On the family's shape (hidden
-    256) about 30 decoding sequences of 500 keys share a call; on Llama-8B's, one sequence of
-    2,000 keys takes a call of its own, so no padding."""
+    (the reference's bound), at least one sequence; 0 (one call for all) without a `model`.
+    On the family's shape (hidden 256) 32 decoding sequences of 500 keys share a call; on
+    Llama-8B's, one sequence of 2,000 keys takes a call of its own, so no padding."""
     if model is None:
         return 0
     per_seq = longest * (2 * model.kv_heads * model.head_dim + model.heads * rows)

@@ -206,8 +206,8 @@ class Calibration:
             if in_place else (lambda: medusa_probe(device, traffic))
         if in_place:
             probes["reuse"] = insitu_probe(self.context, device, self.reuse_rows, 5 if small else REUSE_STEPS, prompt)
-        # prompt lookup likewise: between the context model's passes it read 1.4-2x the hidden-64
-        # model's call and 1.25x its per sequence, as the family's own runs do (0.55.0/ngram_shapes.txt)
+        # prompt lookup likewise: between the context model's passes it read 1.7-2.6x the hidden-64
+        # model's call and 1.1-1.3x its per sequence, as the family's own runs do (0.55.0/ngram_shapes.txt)
         probes["ngram"] = (lambda: ngram_probe(device, None, checkpoint_of(self.context))) if in_place \
             else (lambda: ngram_probe(device, traffic))
         def cold(fn):
