@@ -620,13 +620,29 @@ def test_a_resample_draws_each_probes_calls_and_keeps_a_pairs_calls_together():
     assert cal.samples["copy"] == [1.0, 2.0, 3.0, 4.0]  # the calls themselves untouched
 
 
+def test_a_probes_further_calls_spread_evenly_through_the_cycle():
+    """`spaced`: the cycle keeps every probe and its order, and a probe called n times a cycle is
+    called once every 1/n of it (to a position), wherever it stands."""
+    from validation.calibrate import spaced
+    for before, n, m in ((0, 6, 4), (10, 6, 4), (37, 3, 2), (5, 2, 1)):
+        keys = [f"p{i}" for i in range(before)] + ["a", "b"] + [f"q{i}" for i in range(40 - before)]
+        copies = {"a": [f"a{i}" for i in range(1, n)], "b": [f"b{i}" for i in range(1, m)]}
+        order = spaced(keys + [c for v in copies.values() for c in v], copies)
+        assert sorted(order) == sorted(keys + [c for v in copies.values() for c in v])
+        assert [k for k in order if k in keys] == keys
+        for key, calls in (("a", n), ("b", m)):
+            at = sorted(i for i, k in enumerate(order) if k == key or k in copies[key])
+            gaps = [b - a for a, b in zip(at, at[1:] + [at[0] + len(order)])]
+            assert len(at) == calls and max(gaps) - min(gaps) <= 2, (key, at)
+
+
 def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
     """With a context model the host-time probes' passes are followed by its traffic (the engine
     steps' and drafter passes' models wrapped, the paired forwards read between calls), its reads
     kept off their times, and the profile's header names it; without one, nothing is read."""
     from validation.calibrate import Calibration, context_model
     from validation.profile import write_profile
-    cal = Calibration(size_mb=8, gemm_n=64, context=context_model("tiny"))
+    cal = Calibration(size_mb=8, gemm_n=64, context=context_model("tiny"), reuse_calls={4: 2})
     for k in ("forwards", "engine", "draft_later", "verify_host"):
         cal.probes[k]()
     assert cal.traffic.swept > 0
@@ -639,7 +655,11 @@ def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
         assert f"weights in the last-level cache, passes {WARM_GAP_S * 1e3:g} ms apart" in text
     # the engine's products timed in place, where the context's weights fit the cache
     fits = cal.cache_bytes and context_model("tiny").weight_bytes <= cal.cache_bytes
-    assert ("reuse" in cal.probes) == bool(fits)
+    reuse = [k for k in cal._order if isinstance(k, tuple) and k[0] == "reuse"]
+    assert cal.in_place == bool(fits) and sorted(reuse) == ([("reuse", 1, 0), ("reuse", 4, 0), ("reuse", 4, 1)] if fits else [])
+    if fits:  # the copy at 4 rows is called each round and its calls pool with the first's
+        assert cal.calls[("reuse", 4, 1)] == cal.calls[("reuse", 4, 0)] >= 1
+        assert len(cal.samples["reusefirst4"]) == 2 * len(cal.samples["reusefirst1"])
     # a first pass's host work on the context's own shape where it fits (its picks over its vocabulary)
     assert cal.first_vocab == (context_model("tiny").vocab if fits else 256)
     if fits:
@@ -681,7 +701,7 @@ def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
             want = ForwardCost(spec, no_launch, layers=layers, lm_head=False)(Work(4, 4, 600, 600, 0)).time
             assert price(4, 600) * (layers or spec.layers) == pytest.approx(want, rel=1e-3)
     plain = Calibration(size_mb=8, gemm_n=64)
-    assert plain.traffic is None and plain.context is None and "reuse" not in plain.probes and plain.first_vocab == 256
+    assert plain.traffic is None and plain.context is None and not plain.in_place and plain.first_vocab == 256
     # the context's own matrices get matmul curves of their own, cold and (where they fit) warm
     from sim.cost import model_shapes
     # where its weights fit the last-level cache (it is priced on the warm curves), warm only

@@ -36,7 +36,7 @@ from engine.host_memory import retain_freed_memory  # noqa: E402
 from sim.speed import drift_of, spread_of  # noqa: E402
 from validation.drafter_host import (drafter_host_figures, first_pass_probe, later_pass_probe,  # noqa: E402
                                      medusa_host_figures, medusa_probe)
-from validation.reuse import (REUSE_PROMPT, REUSE_ROWS, REUSE_STEPS, insitu_figures, insitu_probe,  # noqa: E402
+from validation.reuse import (REUSE_CALLS, REUSE_PROMPT, REUSE_ROWS, REUSE_STEPS, insitu_figures, insitu_probe,  # noqa: E402
                               attention_price, layer_in_place, layer_price, probe_prompt, verify_seq_table)
 from validation.host_probes import (allocator_op, checkpoint_of, TINY_CHECKPOINT, draft_cand_time, draft_logit_probe, draft_logit_time,
                                     draft_tree_probe,
@@ -98,6 +98,19 @@ def priced_shapes(models, cache_bytes: int) -> tuple[set, set]:
     return cold, warm
 
 
+def spaced(keys: list, copies: dict) -> list:
+    """The round-robin cycle of probes `keys` with each one's further calls (`copies`: {key:
+    [the keys of its copies, each a probe giving the same figures], ...}, the copies left out of
+    `keys`) spread evenly through it: n calls of a probe a cycle, one every 1/n of it, so they
+    see different spells of the host (which holds its speed for seconds at a time)."""
+    order = [k for k in keys if not any(k in c for c in copies.values())]
+    for key, extra in copies.items():
+        start, n = order.index(key), len(extra) + 1
+        for i, c in enumerate(extra, 1):
+            order.insert((start + round(i * len(order) / n)) % len(order) + 1, c)
+    return order
+
+
 def cold_time(fn, flush: torch.Tensor, device: str) -> float:
     """Seconds of one call of fn right after a write over `flush` (1.5x the last-level cache)
     swept the cache out, its memory touched by an untimed call before the sweep."""
@@ -113,7 +126,7 @@ class Calibration:
     drifting host. Sizes are parameters so a test can run the CPU form small."""
 
     def __init__(self, size_mb: int = 512, gemm_n: int = 1024, device: str = "cpu", context: ModelSpec | None = None,
-                 models=None, prompt: int = REUSE_PROMPT, geometries=None):
+                 models=None, prompt: int = REUSE_PROMPT, geometries=None, reuse_calls: dict | None = None):
         """context: the model whose passes' memory traffic the host-time probes run amid
         (validation.traffic; on a CPU only; None: none, the probes' tiny models alone); models:
         the priced models, (weights' bytes per device, {(k, n)} weight matrices) each, whose
@@ -122,7 +135,8 @@ class Calibration:
         sim.cost.model_shapes); prompt: the in-situ probe's prompt tokens a sequence
         (validation.reuse.probe_prompt); geometries: the priced models' attention geometries
         (sim.cost.attention_geometry), each of whose decode attention gets a curve of its own on
-        a CPU (None: the context's)."""
+        a CPU (None: the context's); reuse_calls: {rows: calls a round} of the in-situ probe
+        (validation.reuse; None: REUSE_CALLS, or one each in the test-sized form)."""
         self.size_mb, self.gemm_n = size_mb, gemm_n
         self.context = context if device == "cpu" else None
         traffic = self.traffic = Traffic.of(self.context, device)
@@ -204,8 +218,15 @@ class Calibration:
         probes["draft_later"] = lambda: later_pass_probe(device, traffic)
         probes["draft_medusa"] = (lambda: medusa_probe(device, None, checkpoint_of(self.context), prompt)) \
             if in_place else (lambda: medusa_probe(device, traffic))
+        # (each rows value a probe of its own, the cheap rows called several times a round: copies)
+        self.in_place = bool(in_place)
+        copies: dict = {}
         if in_place:
-            probes["reuse"] = insitu_probe(self.context, device, self.reuse_rows, 5 if small else REUSE_STEPS, prompt)
+            for r in self.reuse_rows:
+                probes[("reuse", r, 0)] = insitu_probe(self.context, device, (r,), 5 if small else REUSE_STEPS, prompt)
+                calls = (({} if small else REUSE_CALLS) if reuse_calls is None else reuse_calls).get(r, 1)
+                copies[("reuse", r, 0)] = [("reuse", r, i) for i in range(1, calls)]
+                probes |= {c: probes[("reuse", r, 0)] for c in copies[("reuse", r, 0)]}
         # prompt lookup likewise: between the context model's passes it read 1.7-2.6x the hidden-64
         # model's call and 1.1-1.3x its per sequence, as the family's own runs do (0.55.0/ngram_shapes.txt)
         probes["ngram"] = (lambda: ngram_probe(device, None, checkpoint_of(self.context))) if in_place \
@@ -264,13 +285,13 @@ class Calibration:
             elementwise = {f"ew{n}": elementwise_probe(device, n) for n in EW_TOKENS}
             probes["elementwise"] = lambda: block_times(elementwise, 3)
         self.probes = probes
-        for fn in probes.values():  # warm-up
+        for fn in {id(fn): fn for fn in probes.values()}.values():  # warm-up (a copy's call once)
             fn()
         self.samples: dict = {}  # figure name -> its calls' mean times
         self.series: list[tuple[float, list[float]]] = []  # the speed probe's windows: (start s, block rates)
         self.calls = {k: 0 for k in probes}
         self.figure_names: dict = {}  # probe -> the names its calls give (one call of them each, in order)
-        self._order = list(probes)
+        self._order = spaced(list(probes), copies)
         self._next = 0  # the probe the next tick runs
 
     def round(self) -> None:
@@ -312,7 +333,7 @@ class Calibration:
         calls drawn with replacement, the figures of one call of a paired probe kept together
         (their difference is the figure)."""
         samples = {}
-        for names in self.figure_names.values():
+        for names in {tuple(n): n for n in self.figure_names.values()}.values():  # a probe's copies once
             first = next(iter(names))
             pick = rng.integers(0, len(self.samples[first]), len(self.samples[first]))
             samples |= {name: [self.samples[name][i] for i in pick] for name in names}
@@ -364,7 +385,7 @@ class Calibration:
                     table.setdefault(curve_label(size), []).append([m, round(flops / (t[(key, *size, m)] * peak), 4)])
                 out[name] = table
         out |= insitu_figures(t, self.context, out.get("gemm_shapes_warm", {}), peak, self.reuse_rows) \
-            if "reuse" in self.probes else {"gemm_reuse": [], "gemm_step": []}
+            if self.in_place else {"gemm_reuse": [], "gemm_step": []}
         out["cache_bytes"] = self.cache_bytes
         out["warm_gap_s"] = WARM_GAP_S  # the host work between two passes of the warm curves
         tr = self.traffic  # the memory traffic the host-time probes ran amid (validation.traffic)
@@ -419,7 +440,7 @@ class Calibration:
         # the context model's later layer timed in the engine, less its price but for host time: a
         # layer's host time where measured (since 0.53.0), the family-shaped probes' kept beside it
         out["shape_layer_s"] = out["layer_s"]
-        if "reuse" in self.probes:
+        if self.in_place:
             out |= layer_in_place(t, layer_price(out, self.context), self.reuse_rows)
             # and chains' attention in place beyond its price, a verifying sequence's (since 0.54.0)
             out |= verify_seq_table(t, attention_price(out, self.context), self.reuse_rows)

@@ -73,6 +73,12 @@ from sim.models import ModelSpec
 
 REUSE_ROWS = (1, 4, 16, 64)  # sequences at once: a drafter pass's rows, up to a tree level's
 REUSE_STEPS = 20  # whole steps timed a call, at each rows, after REUSE_SKIP untimed ones
+# calls a calibration round of each rows value (validation.calibrate spreads them through its
+# cycle): on the Zen 4 VM the drafters' reused products at 1 and 4 rows swing most from call to
+# call (a later pass's LM head at 1 row: 152-390 us a step, cv 0.23 over 30 calls, 2.6 s apart;
+# at 4: cv 0.15; at 16 the parts' cv 0.03-0.07) and cost least (0.8 and 1.4 s a call against
+# 2.8 and 9.2 at 16 and 64), so those get more (cpu-epyc-zen4/0.56.0/reuse_spread*.txt)
+REUSE_CALLS = {1: 6, 4: 4}
 REUSE_SKIP = 3
 REUSE_PROMPT = 16  # prompt tokens a sequence, where no trace gives its own (probe_prompt)
 REUSE_PROMPT_MAX = 1024  # at most (64 sequences' prefill in one step)
