@@ -570,22 +570,25 @@ def host_time(hw: HardwareSpec, seqs, alloc_ops=0, copy_bytes=0):
             + 2.0 * copy_bytes / (hw.mem_bw * hw.eta_memory))
 
 
-def verify_host(hw: HardwareSpec, calls=1, tree_calls=0, tree_nodes=0, nodes=0):
+def verify_host(hw: HardwareSpec, calls=1, tree_calls=0, tree_nodes=0, drafted=0, nodes=0):
     """Host time of the engine's verification around a pass, beyond its logits
     (hardware.verify_call_s): `calls` verification calls (one per distinct draft shape among the
     sequences that sample, a decode's being the empty one), `tree_calls` of them trees of
-    `tree_nodes` nodes in all (each walks its ancestor table), and `nodes` drafted nodes packed."""
+    `tree_nodes` nodes in all (each walks its ancestor table), `drafted` sequences with drafts
+    (a speculative step's work beyond a decode's: spec_step_s once if any, spec_seq_s each), and
+    `nodes` drafted nodes packed."""
     return (hw.verify_call_s * calls + hw.tree_call_s * tree_calls + hw.tree_node_s * tree_nodes
-            + hw.pack_node_s * nodes)
+            + (hw.spec_step_s if drafted else 0.0) + hw.spec_seq_s * drafted + hw.pack_node_s * nodes)
 
 
-def verify_calls(shapes) -> tuple[int, int, int]:
-    """(calls, tree calls, their nodes) of the engine's verification of a step whose sampling
-    sequences have these draft shapes (parents tuples, () for a decode): it verifies each
-    distinct shape in one call, a chain without a tree walk."""
+def verify_calls(shapes) -> tuple[int, int, int, int]:
+    """(calls, tree calls, their nodes, sequences with drafts) of the engine's verification of a
+    step whose sampling sequences have these draft shapes (parents tuples, () for a decode): it
+    verifies each distinct shape in one call, a chain without a tree walk."""
+    shapes = list(shapes)
     distinct = set(shapes)
     trees = [p for p in distinct if p and not is_chain(p)]
-    return len(distinct), len(trees), sum(map(len, trees))
+    return len(distinct), len(trees), sum(map(len, trees)), sum(1 for p in shapes if p)
 
 
 def bound_of(compute_time, memory_time):

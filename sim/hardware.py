@@ -220,7 +220,11 @@ class HardwareSpec:
     # (decoding is the empty shape; every sequence verifying the same static tree or chain shares
     # one call; EAGLE-2's trees differ, one call each), verify_call_s each; a tree's call
     # tree_call_s more plus tree_node_s per node (the walk over its ancestor table); and
-    # pack_node_s per drafted node in the step (its query, slot and mask rows packed)
+    # pack_node_s per drafted node in the step (its query, slot and mask rows packed); and a
+    # speculative step's host work beyond a decode's that none of those covers, timed in the engine
+    # (validation/reuse.py `spec_rest_figures`, since 0.56.0): spec_step_s a step with drafted
+    # sequences, spec_seq_s a drafted sequence (the drafts as a tensor, the verification's longer
+    # results, the speculative slots scheduled)
     # time per logit element of a drafter's selection over its LM-head rows (softmax, top-k), which
     # replaces logit_s in drafter passes and Medusa's heads; 0: logit_s
     draft_logit_s: float = 0.0
@@ -231,6 +235,8 @@ class HardwareSpec:
     tree_call_s: float = 0.0
     tree_node_s: float = 0.0
     pack_node_s: float = 0.0
+    spec_step_s: float = 0.0
+    spec_seq_s: float = 0.0
     # the device's speed over time (sim/speed.py): spells of mean length speed_spell_s, each at a
     # rate drawn from the distribution these quantiles describe (evenly spaced probabilities from
     # 0 to 1; scaled to mean 1); empty (every preset): a constant speed. A shared host's slow
@@ -262,7 +268,8 @@ class HardwareSpec:
     def prices_verification(self) -> bool:
         """Whether this profile prices the engine's verification calls around a pass (a measured
         CPU's does: sim.cost.verify_host)."""
-        return bool(self.verify_call_s or self.tree_call_s or self.tree_node_s or self.pack_node_s)
+        return bool(self.verify_call_s or self.tree_call_s or self.tree_node_s or self.pack_node_s
+                    or self.spec_step_s or self.spec_seq_s)
 
     @property
     def warm_priced(self) -> bool:
@@ -333,7 +340,8 @@ class HardwareSpec:
                 "logit_ns": self.logit_s * 1e9, "draft_logit_ns": self.draft_logit_s * 1e9,
                 "draft_cand_us": self.draft_cand_s * us, "verify_call_us": self.verify_call_s * us,
                 "tree_call_us": self.tree_call_s * us, "tree_node_us": self.tree_node_s * us,
-                "pack_node_us": self.pack_node_s * us, "speed_spell_ms": self.speed_spell_s * 1e3,
+                "pack_node_us": self.pack_node_s * us, "spec_step_us": self.spec_step_s * us,
+                "spec_seq_us": self.spec_seq_s * us, "speed_spell_ms": self.speed_spell_s * 1e3,
                 "speed_drift_ms": self.speed_drift_s * 1e3} | table \
             | ({"speed_rates": list(self.speed_rates)} if self.speed_rates else {}) \
             | ({"speed_drift_rates": list(self.speed_drift_rates)} if self.speed_drift_rates else {}) \
@@ -349,7 +357,7 @@ _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interco
          "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "kv_decode", "kv_decode_warm", "multi_query_us", "batch_query_us",
          "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "gemm_verify", "draft_node_us",
          "medusa_first_us", "medusa_seq_us", "medusa_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns", "fused_rows", "fused_own", "verify_seqs",
-         "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us",
+         "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us", "spec_step_us", "spec_seq_us",
          "speed_rates", "speed_spell_ms", "speed_drift_rates", "speed_drift_ms")
 
 
@@ -457,6 +465,8 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         tree_call_s=num("tree_call_us", 1e-6, hi=1e9),
         tree_node_s=num("tree_node_us", 1e-6, hi=1e9),
         pack_node_s=num("pack_node_us", 1e-6, hi=1e9),
+        spec_step_s=num("spec_step_us", 1e-6, hi=1e9),
+        spec_seq_s=num("spec_seq_us", 1e-6, hi=1e9),
         speed_rates=_speed_rates(f["speed_rates"]) if "speed_rates" in f else None,
         speed_spell_s=num("speed_spell_ms", 1e-3, hi=1e9),
         speed_drift_rates=_speed_rates(f["speed_drift_rates"]) if "speed_drift_rates" in f else None,

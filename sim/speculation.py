@@ -228,7 +228,7 @@ class Speculator:
         shape = () if self.library else self.scheme.tree(depth)
         calls = drafting if self.library else 1
         trees = calls if self.library or not T.is_chain(shape) else 0
-        t += verify_host(hw, calls + (drafting < batch), trees, trees * nodes, drafting * nodes)
+        t += verify_host(hw, calls + (drafting < batch), trees, trees * nodes, drafting, drafting * nodes)
         # in steady decoding a drafter catches up on the last step's accepted drafts + 1: as many
         # sequences with several entries as the accepted drafts allow
         fresh = round(drafting * (1 + self.expected_accepted(depth) / self.match))

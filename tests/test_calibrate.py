@@ -22,7 +22,7 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
     for key in ("copy_bw", "stream_bw", "flops_fp32", "launch_s", "layer_s", "probe_layer_s", "step_s", "seq_s",
                 "alloc_op_s", "multi_query_s", "draft_first_s", "draft_pass_s", "draft_seq_s", "draft_pass_seq_s", "draft_node_s", "pass_s", "index_check_s", "mixed_query_s",
                 "batch_query_s", "fused_query_s", "fused_key_s", "elementwise_s", "logit_s", "draft_logit_s",
-                "draft_cand_s", "tree_call_s", "tree_node_s", "pack_node_s", "ngram_call_s", "ngram_seq_s",
+                "draft_cand_s", "tree_call_s", "tree_node_s", "pack_node_s", "spec_step_s", "spec_seq_s", "ngram_call_s", "ngram_seq_s",
                 "medusa_first_s", "medusa_seq_s", "medusa_node_s"):
         assert m[key] >= 0, key
     assert m["rounds"] == 2
@@ -686,6 +686,10 @@ def test_probes_run_amid_their_context_and_the_profile_says_so(tmp_path):
         assert all(0 <= x < 1000 for c in got["verify_seqs"].values() for _, x in c) and "\nverify_seqs: " in text
         assert hw.verify_seqs == tuple((q, tuple((r, pytest.approx(x * 1e-6)) for r, x in c))
                                        for q, c in sorted(got["verify_seqs"].items()))
+        # a speculative step's rest beyond a decode's, in place at 1 and 4 sequences, written and loaded
+        assert [r for r, _ in got["spec_rows"]] == [1, 4] and "\nspec_step_us: " in text and "\nspec_seq_us: " in text
+        assert hw.spec_step_s == pytest.approx(got["spec_step_s"], abs=1e-7)
+        assert hw.spec_seq_s == pytest.approx(got["spec_seq_s"], abs=1e-8)
         assert hw.launch_s == pytest.approx(got["layer_s"] / KERNELS_PER_LAYER, abs=0.5e-8 * 1.001)
         # the price it is taken off: the cost model's for one of the context's layers without an LM
         # head, on this profile, its launches left out (whatever layer_s); more rows, more keys cost more
@@ -858,6 +862,72 @@ def test_insitu_probe_times_each_part_where_the_engine_runs_it():
     assert step_parts(clock.steps, 3, INSITU_DEPTH) == {}  # no step of 3 sequences
     # the target's prefill and the shorter chains at the end are other steps, left out
     assert len(clock.steps) > len(whole)
+
+
+def test_the_insitu_probes_steps_carry_the_engines_log_and_their_rest(monkeypatch):
+    """timed_steps joins ProductClock's steps (the warm-up forward dropped) with the engine's step
+    log; a step's rest (its clock less drafting and the target's forward) holds its verification:
+    with every chain's verification slowed by 3 ms, the EAGLE run's rest reads 3 ms more than the
+    plain run's, and spec_rest_figures takes that (less nothing else priced: all figures 0)."""
+    import statistics
+    import time
+
+    import engine.runner as runner
+    from engine.runner import run_scheme
+    from validation.calibrate import context_model
+    from validation.host_probes import TINY_CHECKPOINT, probe_engine
+    from validation.reuse import INSITU_DEPTH, ProductClock, spec_rest_figures, step_parts, timed_steps
+    greedy = runner.verify_chain_greedy
+
+    def slowed(rows, drafts):
+        if drafts.shape[1]:  # a chain's, not a decode's
+            end = time.perf_counter() + 0.003
+            while time.perf_counter() < end:
+                pass
+        return greedy(rows, drafts)
+    monkeypatch.setattr(runner, "verify_chain_greedy", slowed)
+    t = {}
+    for passes, entry in ((0, {"scheme": "none"}), (INSITU_DEPTH, {"scheme": "eagle", "depth": INSITU_DEPTH})):
+        trace, target, drafters, requests = probe_engine(2, "cpu", entry, 12, checkpoint=TINY_CHECKPOINT)
+        clock = ProductClock(target, drafters.eagle if passes else None)
+        with clock:
+            res = run_scheme(trace, trace.speculation[0], requests, target, drafters=drafters)
+        cols = res.result.steps.columns()
+        with pytest.raises(RuntimeError, match="target forwards"):
+            timed_steps(clock.steps[1:], cols)
+        steps = timed_steps(clock.steps, cols)
+        assert len(steps) == len(cols["duration"]) and all(s["duration"] > s["forward"] + s["draft"] for s in steps)
+        got = step_parts(steps, 2, passes, skip=1)
+        rest, ops = ("chain_rest", "chain_ops") if passes else ("rest", "ops")
+        assert got[rest] and all(0 < x < 0.05 for x in got[rest]) and all(x >= 0 for x in got[ops])
+        t |= {f"reuse{rest}2": statistics.median(got[rest]), f"reuse{ops}2": statistics.median(got[ops])}
+    zero = {"logit_s": 0.0, "pack_node_s": 0.0, "alloc_op_s": 0.0}
+    excess = spec_rest_figures(t, zero, context_model("tiny"), (2,))["spec_rows"][0][1]
+    assert 0.003 < excess < 0.0045
+
+
+def test_a_speculative_steps_rest_is_priced_beyond_what_the_profile_already_charges():
+    """spec_rest_figures: at each rows value r, the chain steps' rest less the decode steps',
+    less the r x INSITU_DEPTH extra logit rows (logit_s x vocab each), drafted nodes packed
+    (pack_node_s) and the allocator operations the chains add (alloc_op_s); the line through
+    them (a step's part, a sequence's), neither negative; nothing where a rows value is missing
+    a figure."""
+    from validation.calibrate import context_model
+    from validation.reuse import INSITU_DEPTH, spec_rest_figures
+    m, us = context_model("tiny"), 1e-6
+    fig = {"logit_s": 1e-9, "pack_node_s": 1 * us, "alloc_op_s": 2 * us}
+    t = {}
+    for r, excess in ((1, 100 * us), (4, 160 * us), (16, 400 * us)):
+        nodes = r * INSITU_DEPTH
+        priced = 1e-9 * m.vocab * nodes + 1 * us * nodes + 2 * us * 3 * r
+        t |= {f"reuserest{r}": 300 * us, f"reuseops{r}": 0.5 * r,
+              f"reusechain_rest{r}": 300 * us + excess + priced, f"reusechain_ops{r}": 3.5 * r}
+    got = spec_rest_figures(t, fig, m, (1, 4, 16))
+    assert [r for r, _ in got["spec_rows"]] == [1, 4, 16]
+    assert [x for _, x in got["spec_rows"]] == pytest.approx([100 * us, 160 * us, 400 * us])
+    assert got["spec_step_s"] == pytest.approx(80 * us) and got["spec_seq_s"] == pytest.approx(20 * us)
+    assert spec_rest_figures(t, fig, m, (1, 64)) == {"spec_rows": [[1, pytest.approx(100 * us)]]}  # no line from one
+    assert spec_rest_figures({k: v for k, v in t.items() if "chain" not in k}, fig, m) == {}
 
 
 def test_the_insitu_probe_times_a_later_layer_whole_and_its_keys():

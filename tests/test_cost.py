@@ -920,23 +920,28 @@ def test_logit_passes_add_per_lm_row_and_vocab_entry():
 
 def test_verification_host_time_per_call_and_node(tmp_path):
     """verify_host: verify_call_us per call, tree_call_us more per tree call plus tree_node_us per
-    node of it, pack_node_us per drafted node; verify_calls counts one call per distinct shape
-    among the sampling sequences, a chain (or a decode's empty shape) without a tree walk; the
-    fields load and round-trip, and every preset leaves them 0."""
+    node of it, pack_node_us per drafted node, spec_step_us once in a step with drafted sequences
+    and spec_seq_us per drafted sequence; verify_calls counts one call per distinct shape among
+    the sampling sequences, a chain (or a decode's empty shape) without a tree walk, and the
+    sequences with drafts; the fields load and round-trip, and every preset leaves them 0."""
     from sim.cost import verify_calls, verify_host
-    h = device("cpu", verify_call_us=100.0, tree_call_us=50.0, tree_node_us=2.0, pack_node_us=1.5)
-    assert verify_host(h) == pytest.approx(100e-6)
-    assert verify_host(h, 3, 2, 20, 40) == pytest.approx((300 + 100 + 40 + 60) * 1e-6)
+    h = device("cpu", verify_call_us=100.0, tree_call_us=50.0, tree_node_us=2.0, pack_node_us=1.5,
+               spec_step_us=30.0, spec_seq_us=4.0)
+    assert verify_host(h) == pytest.approx(100e-6)  # a decode step: no drafted sequence
+    assert verify_host(h, 3, 2, 20, 0, 40) == pytest.approx((300 + 100 + 40 + 60) * 1e-6)
+    assert verify_host(h, 3, 2, 20, 5, 40) == pytest.approx((300 + 100 + 40 + 30 + 5 * 4 + 60) * 1e-6)
     tree = (-1, -1, 0, 1)
     chain = (-1, 0, 1)
-    assert verify_calls([(), ()]) == (1, 0, 0)
-    assert verify_calls([chain, chain, chain]) == (1, 0, 0)  # a static chain: one call for the batch
-    assert verify_calls([tree, tree, (), chain]) == (3, 1, 4)
-    assert verify_calls([tree, (-1, 0, 0, 1), (-1, -1, 0, 0)]) == (3, 3, 12)  # dynamic trees: one call each
+    assert verify_calls([(), ()]) == (1, 0, 0, 0)
+    assert verify_calls([chain, chain, chain]) == (1, 0, 0, 3)  # a static chain: one call for the batch
+    assert verify_calls([tree, tree, (), chain]) == (3, 1, 4, 3)
+    assert verify_calls(iter([tree, (-1, 0, 0, 1), (-1, -1, 0, 0)])) == (3, 3, 12, 3)  # dynamic trees: one call each
     h2 = round_trip(h, tmp_path)
-    assert (h2.verify_call_s, h2.tree_call_s, h2.tree_node_s, h2.pack_node_s) == pytest.approx((100e-6, 50e-6, 2e-6, 1.5e-6))
+    assert (h2.verify_call_s, h2.tree_call_s, h2.tree_node_s, h2.pack_node_s, h2.spec_step_s, h2.spec_seq_s) \
+        == pytest.approx((100e-6, 50e-6, 2e-6, 1.5e-6, 30e-6, 4e-6))
+    assert device("cpu", spec_seq_us=1.0).prices_verification  # alone, it is priced
     p = device("h100-sxm")
-    assert (p.verify_call_s, p.tree_call_s, p.tree_node_s, p.pack_node_s) == (0.0, 0.0, 0.0, 0.0)
+    assert (p.verify_call_s, p.tree_call_s, p.tree_node_s, p.pack_node_s, p.spec_step_s, p.spec_seq_s) == (0.0,) * 6
     from sim.errors import SpecError
     with pytest.raises(SpecError, match="tree_node_us"):
         device("cpu", tree_node_us=-1.0)

@@ -267,7 +267,8 @@ def test_steps_pay_a_verification_call_per_distinct_draft_shape(tmp_path):
     """verify_call_us per call: a step whose sequences share one static chain or tree shape pays
     one call (more where some draft less or nothing beside them), EAGLE-2's per-sequence trees one
     call each;
-    pack_node_us per drafted node. Closed loop, so the steps and draws are the same either way."""
+    pack_node_us per drafted node; spec_step_us once in a step with drafted sequences and
+    spec_seq_us per drafted sequence. Closed loop, so the steps and draws are the same either way."""
     medusa = ALL[3]
     base = {"preset": "h100-sxm"}
     wl = {"arrival": {"process": "closed", "concurrency": 6}, "requests": 18,
@@ -275,17 +276,22 @@ def test_steps_pay_a_verification_call_per_distinct_draft_shape(tmp_path):
     calls = {}
     for scheme in (EAGLE, medusa, EAGLE2):
         cols = []
-        for extra in ({}, {"verify_call_us": 100.0}, {"pack_node_us": 2.0}):
+        for extra in ({}, {"verify_call_us": 100.0}, {"pack_node_us": 2.0}, {"spec_step_us": 30.0, "spec_seq_us": 7.0}):
             trace = make_trace(tmp_path, hardware={**base, **extra}, workload=wl, speculation=[scheme])
             cols.append(simulate(trace, trace.speculation[0], make_requests(trace.workload, trace.seed)).steps.columns())
-        a, b, c = cols
-        assert np.array_equal(a["query_tokens"], b["query_tokens"]) and np.array_equal(a["query_tokens"], c["query_tokens"])
+        a, b, c, d = cols
+        assert all(np.array_equal(a["query_tokens"], x["query_tokens"]) for x in (b, c, d))
         n = (b["duration"] - a["duration"]) / 100e-6  # calls per step
         assert np.allclose(n, np.round(n), atol=1e-6) and (n >= 0).all()
         decode = (a["prefill_tokens"] == 0) & (a["batch_size"] == 6)
         nodes = a["query_tokens"] - a["batch_size"]
         assert np.allclose((c["duration"] - a["duration"])[decode], 2e-6 * nodes[decode], rtol=1e-9, atol=1e-12)
         assert (nodes[decode] > 0).any()
+        # 30 us a step with drafts, 7 us a drafted sequence: the sequences drafting, a whole number
+        spec = (d["duration"] - a["duration"])[decode & (nodes > 0)]
+        drafted = (spec - 30e-6) / 7e-6
+        assert np.allclose(drafted, np.round(drafted), atol=1e-6) and set(np.round(drafted)) <= set(range(1, 7))
+        assert np.allclose((d["duration"] - a["duration"])[decode & (nodes == 0)], 0.0, atol=1e-12)
         calls[scheme["scheme"]] = np.round(n[decode & (nodes > 0)])
     # static shapes: one call in most steps (a sequence near its end drafts a shorter chain, a shape of its own)
     assert np.median(calls["eagle"]) == 1 and np.median(calls["medusa"]) == 1
@@ -294,10 +300,11 @@ def test_steps_pay_a_verification_call_per_distinct_draft_shape(tmp_path):
 
 def test_goodput_prediction_prices_the_verification_calls(tmp_path):
     """Speculator.predict_step adds what a step pays for verification: one call for a static
-    shape (a tree's walk too), one per sequence for EAGLE-2's trees, packing every node; one call
-    for a step that drafts nothing."""
+    shape (a tree's walk too), one per sequence for EAGLE-2's trees, packing every node, a
+    speculative step's and each drafting sequence's rest; one call for a step that drafts nothing."""
     medusa = ALL[3]
-    fields = {"verify_call_us": 100.0, "tree_call_us": 50.0, "tree_node_us": 3.0, "pack_node_us": 2.0}
+    fields = {"verify_call_us": 100.0, "tree_call_us": 50.0, "tree_node_us": 3.0, "pack_node_us": 2.0,
+              "spec_step_us": 30.0, "spec_seq_us": 7.0}
     for scheme, depth in ((EAGLE, 3), (medusa, 3), (EAGLE2, 4)):
         got = []
         for extra in ({}, fields):
@@ -307,7 +314,7 @@ def test_goodput_prediction_prices_the_verification_calls(tmp_path):
         (a, a0, nodes), (b, b0, _) = got
         assert b0 - a0 == pytest.approx(100e-6, rel=1e-6)
         calls, trees = {"eagle": (1, 0), "medusa": (1, 1), "eagle2": (4, 4)}[scheme["scheme"]]
-        want = 100e-6 * calls + trees * (50e-6 + 3e-6 * nodes) + 2e-6 * 4 * nodes
+        want = 100e-6 * calls + trees * (50e-6 + 3e-6 * nodes) + 2e-6 * 4 * nodes + 30e-6 + 7e-6 * 4
         assert b - a == pytest.approx(want, rel=1e-6), scheme["scheme"]
 
 

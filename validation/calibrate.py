@@ -37,7 +37,8 @@ from sim.speed import drift_of, spread_of  # noqa: E402
 from validation.drafter_host import (drafter_host_figures, first_pass_probe, later_pass_probe,  # noqa: E402
                                      medusa_host_figures, medusa_probe)
 from validation.reuse import (REUSE_CALLS, REUSE_PROMPT, REUSE_ROWS, REUSE_STEPS, insitu_figures, insitu_probe,  # noqa: E402
-                              attention_price, layer_in_place, layer_price, probe_prompt, verify_seq_table)
+                              attention_price, layer_in_place, layer_price, probe_prompt, spec_rest_figures,
+                              verify_seq_table)
 from validation.host_probes import (allocator_op, checkpoint_of, TINY_CHECKPOINT, draft_cand_time, draft_logit_probe, draft_logit_time,
                                     draft_tree_probe,
                                     DRAFT_TREE_TOPK, engine_step, forward_probe, layer_probes, layer_products_time,
@@ -431,6 +432,7 @@ class Calibration:
         out["ngram_call_s"], out["ngram_seq_s"] = ngram_times(t)
         # one verification call: the engine-step probe's decode steps made one each (step_s has it)
         out |= verify_host_figures(t, out["logit_s"])
+        out |= {"spec_step_s": 0.0, "spec_seq_s": 0.0}  # a speculative step's rest beyond a decode's: in place, below
         out["step_s"] = max(0.0, out["step_s"] - out["verify_call_s"])
         # fast spells within the windows (each block over its window's mean), drift between them
         within = [np.asarray(r) / np.mean(r) for _, r in self.series if len(r)]
@@ -444,6 +446,8 @@ class Calibration:
             out |= layer_in_place(t, layer_price(out, self.context), self.reuse_rows)
             # and chains' attention in place beyond its price, a verifying sequence's (since 0.54.0)
             out |= verify_seq_table(t, attention_price(out, self.context), self.reuse_rows)
+            # and a speculative step's rest beyond a decode's, beyond its price (since 0.56.0)
+            out |= spec_rest_figures(t, out, self.context, self.reuse_rows)
         # the probes' passes have LM heads, whose launches the cost model charges on top of a
         # pass's fixed host time (since 0.32.0 taken off it: they were charged twice)
         out["step_s"], out["pass_s"] = (pass_fixed_time(out[k], out["layer_s"]) for k in ("step_s", "pass_s"))

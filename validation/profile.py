@@ -37,7 +37,8 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # fused_rows is measured; a sequence's own call on fused_own; in place, verify_seqs more a sequence of a group call); elementwise passes
 # {m['elementwise_s'] * 1e9:.2f} ns per activation element; verification {m['logit_s'] * 1e9:.2f} ns per logit element,
 # {m['verify_call_s'] * 1e6:.0f} us per call ({m['tree_call_s'] * 1e6:.0f} us more for a tree, {m['tree_node_s'] * 1e6:.2f} us per
-# tree node), {m['pack_node_s'] * 1e6:.2f} us per drafted node packed; a drafter's selection {m['draft_logit_s'] * 1e9:.2f} ns
+# tree node), {m['pack_node_s'] * 1e6:.2f} us per drafted node packed, a speculative step {m['spec_step_s'] * 1e6:.0f} us and
+# {m['spec_seq_s'] * 1e6:.1f} us per drafted sequence more than a decode{_spec_note(m)}; a drafter's selection {m['draft_logit_s'] * 1e9:.2f} ns
 # per logit element, {m['draft_cand_s'] * 1e6:.2f} us per candidate of a dynamic tree;
 # speed over {SPEED_BLOCK_S * 1e3:.0f} ms blocks: quantiles of the rate over its window's mean below, spells of
 # {m['speed_spell_s'] * 1e3:.0f} ms; the windows' mean rates drift in spells of {m['speed_drift_s']:.1f} s.
@@ -75,6 +76,8 @@ verify_call_us: {m['verify_call_s'] * 1e6:.1f}
 tree_call_us: {m['tree_call_s'] * 1e6:.1f}
 tree_node_us: {m['tree_node_s'] * 1e6:.3f}
 pack_node_us: {m['pack_node_s'] * 1e6:.3f}
+spec_step_us: {m['spec_step_s'] * 1e6:.1f}
+spec_seq_us: {m['spec_seq_s'] * 1e6:.2f}
 draft_logit_ns: {m['draft_logit_s'] * 1e9:.4f}
 draft_cand_us: {m['draft_cand_s'] * 1e6:.3f}
 speed_spell_ms: {m['speed_spell_s'] * 1e3:.1f}
@@ -174,6 +177,17 @@ def _medusa_note(m: dict) -> str:
         return ""
     return (f";\n# Medusa's host work around its heads' call {m['medusa_first_s'] * 1e6:.0f} us, {m['medusa_seq_s'] * 1e6:.0f} us per sequence"
             f" and {m['medusa_node_s'] * 1e6:.2f} us per sequence and further node")
+
+
+def _spec_note(m: dict) -> str:
+    """Where spec_step_s and spec_seq_s come from: the in-situ probe's chain steps' rest beyond
+    its plain decoding steps', less their priced difference, by sequences
+    (validation.reuse.spec_rest_figures); none where that probe did not run."""
+    rows = m.get("spec_rows")
+    if not rows:
+        return " (not measured)"
+    return (", timed in the engine's steps (by sequences, the excess of a step, us: "
+            + ", ".join(f"{r}: {x * 1e6:.0f}" for r, x in rows) + ")")
 
 
 def _layer_note(m: dict) -> str:

@@ -106,7 +106,9 @@ class ProductClock:
     whole (from the second layer's first product to the LM head's, over the later layers; the
     wrapper's own few microseconds a product in it), `steps[i]["attention"]` a later layer's
     attention call (the target's model.ops_unchecked.paged_attention, wrapped; their mean), and
-    `steps[i]["keys"]` the keys its sequences attend to (the sum of the step's kv_lens). (A torch function mode, which sees every torch call, made the
+    `steps[i]["keys"]` the keys its sequences attend to (the sum of the step's kv_lens), and
+    `steps[i]["forward"]` the target's forward's seconds, whole (`timed_steps` adds the engine's
+    own step log: "duration", "draft", "ops"). (A torch function mode, which sees every torch call, made the
     probe's steps 1.6-1.75x as long as the engine's own on the family's shape, this wrapper
     1.01-1.05x: validation/results/cpu-epyc-zen3/0.42.0/mode_check.txt.)"""
 
@@ -186,6 +188,7 @@ class ProductClock:
             if target:
                 self.cur["target"] = self.where = {}
                 self.cur["keys"] = int(args[0].kv_lens.sum())  # the step's keys, all its sequences'
+                t0 = self.clock()
             else:
                 self.where = self._input or {}
                 self._input = None
@@ -195,6 +198,7 @@ class ProductClock:
             finally:
                 self.where = None
                 if target:
+                    self.cur["forward"] = self.clock() - t0  # the target's forward, whole
                     marks = self.cur.pop("marks", {})
                     if len(marks) == 2:  # a later layer's seconds, whole (their mean)
                         self.cur["layer"] = (marks["head"] - marks["later"]) / self.later
@@ -224,7 +228,10 @@ def step_parts(steps: list, r: int, passes: int, skip: int = REUSE_SKIP) -> dict
     whole, the step's keys, a later layer's attention call); with passes REUSE_PARTS (but for
     one pass, "first" only) and, where the passes' fused inputs were timed, "input_rest" (the
     later passes' per pass; the fused input's call beyond its product), and where timed
-    "verify_attention" and "verify_keys" (a later layer's attention call, the step's keys)."""
+    "verify_attention" and "verify_keys" (a later layer's attention call, the step's keys); where
+    the engine's step log was attached (timed_steps), "rest" and "ops" (plain decoding) or
+    "chain_rest" and "chain_ops" (with passes): the step's clock less its drafting and the
+    target's forward, and its allocator operations."""
     got: dict = {}
     whole = [s for s in steps if len(s["passes"]) == passes and _rows_are(s.get("target", {}), (passes + 1) * r)
              and (not passes or _rows_are({"lm": s["passes"][0].get("lm", [])}, r))
@@ -241,15 +248,33 @@ def step_parts(steps: list, r: int, passes: int, skip: int = REUSE_SKIP) -> dict
                 parts["input_rest"] = statistics.mean(_total(p, "input") - _total(p, "input_product") for p in later)
             if "attention" in s:  # a later layer's attention call verifying, and the keys its step attends to
                 parts |= {"verify_attention": s["attention"], "verify_keys": s["keys"]}
+            if "duration" in s:  # the step's rest (its clock less drafting and the target's forward), its allocator ops
+                parts |= {"chain_rest": s["duration"] - s["draft"] - s["forward"], "chain_ops": s["ops"]}
         else:
             parts = {"layers": _total(t, "layer"), "lm": _total(t, "lm")}
             if "layer" in s:  # a later layer in place, whole, and the keys its step attends to
                 parts |= {"inplace": s["layer"], "keys": s["keys"]}
             if "attention" in s:  # and its attention call
                 parts["attention"] = s["attention"]
+            if "duration" in s:  # and the step's rest, its allocator ops
+                parts |= {"rest": s["duration"] - s["draft"] - s["forward"], "ops": s["ops"]}
         for k, v in parts.items():
             got.setdefault(k, []).append(v)
     return got
+
+
+def timed_steps(steps: list, cols: dict) -> list:
+    """ProductClock's `steps` with the engine's own step log (`cols`: StepLog.columns()) added to
+    each: "duration" and "draft" (the step's clock and its drafting, seconds) and "ops" (its
+    allocator operations). The clock's first step is the engine's untimed warm-up forward
+    (EngineRun._warm_up), which the log does not hold; any other mismatch is an error."""
+    n = len(cols["duration"])
+    if len(steps) != n + 1:
+        raise RuntimeError(f"the in-situ probe timed {len(steps)} target forwards for {n} engine steps and a warm-up")
+    for s, i in zip(steps[1:], range(n)):
+        s |= {"duration": float(cols["duration"][i]), "draft": float(cols["draft_time"][i]),
+              "ops": int(cols["page_allocs"][i]) + int(cols["page_frees"][i])}
+    return steps[1:]
 
 
 def probe_prompt(trace) -> int:
@@ -283,8 +308,8 @@ def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = RE
         trace, target, drafters, requests = probe_engine(r, device, entry, tokens, prompt, checkpoint_of(model))
         clock = ProductClock(target, drafters.eagle if passes else None)
         with clock:
-            run_scheme(trace, trace.speculation[0], requests, target, drafters=drafters)
-        got = step_parts(clock.steps, r, passes)
+            res = run_scheme(trace, trace.speculation[0], requests, target, drafters=drafters)
+        got = step_parts(timed_steps(clock.steps, res.result.steps.columns()), r, passes)
         if not got:
             raise RuntimeError(f"the in-situ probe's {entry['scheme']} run at {r} sequences had no whole step")
         med = {p: statistics.median(v) for p, v in got.items()}
@@ -346,6 +371,32 @@ def input_line(rest: list[tuple[int, float]]) -> tuple[float, float]:
     r, s = np.array(rest, dtype=float).T
     slope = max(0.0, float(np.polyfit(r, s, 1)[0]))
     return max(0.0, float(np.mean(s - slope * r))), slope
+
+
+def spec_rest_figures(t: dict, figures: dict, model: ModelSpec, rows=REUSE_ROWS) -> dict:
+    """{"spec_rows": [[rows, seconds], ...], "spec_step_s", "spec_seq_s"} from insitu_probe's
+    times `t`: at each rows value, the EAGLE run's steps' rest (a chain of INSITU_DEPTH drafts a
+    sequence) less the plain decoding run's, less what the profile of calibration figures
+    `figures` already charges for the difference (the chains' extra logit rows at logit_s, their
+    drafted nodes packed at pack_node_s, their extra allocator operations at alloc_op_s); and
+    with two rows values or more, the least-squares line through those (input_line: neither
+    part negative), a step's and a drafted sequence's. Empty where the probe timed no rest.
+    On the Zen 4 VM the family's chain steps spent about 0.11 ms more than its decode steps at
+    one sequence and 0.19 ms at four beyond the forward and drafting, where the profile charged
+    about 17 us (cpu-epyc-zen4/0.56.0/rest_parts-c1.txt, split-ngram-c1.txt)."""
+    out = []
+    for r in rows:
+        keys = [f"reusechain_rest{r}", f"reuserest{r}", f"reusechain_ops{r}", f"reuseops{r}"]
+        if all(k in t for k in keys):
+            chain, plain, chain_ops, plain_ops = (t[k] for k in keys)
+            nodes = r * INSITU_DEPTH  # drafted nodes: as many extra logit rows
+            priced = (figures["logit_s"] * model.vocab * nodes + figures["pack_node_s"] * nodes
+                      + figures["alloc_op_s"] * (chain_ops - plain_ops))
+            out.append([r, chain - plain - priced])
+    got = {"spec_rows": out} if out else {}
+    if len(out) >= 2:
+        got["spec_step_s"], got["spec_seq_s"] = input_line(out)
+    return got
 
 
 def _one_layer(figures: dict, model: ModelSpec):
