@@ -40,6 +40,16 @@ and the family's chains of different acceptance drift apart: priced since 0.54.0
 sim.cost.Work.group_pad, cpu-epyc-zen4/0.54.0/padding.txt); this probe's sequences all run
 alike (every draft rejected), so it reads what is left, 0-16 us a sequence.
 
+Since 0.56.0 the probe also joins the engine's step log to the target forwards it times
+(`timed_steps`): a step's rest is its clock less its drafting and its target forward, and
+`spec_rest_figures` takes the EAGLE run's chain steps' rest beyond the plain run's, beyond what
+the profile already charges for the difference, by sequences (hardware.spec_step_s,
+spec_seq_s). In the family's engine a chain step spent about 0.11 ms more than a decode step at
+one sequence, in the verification call, the drafts and results as tensors and lists, scheduling
+the speculative slots and packing, where the profile had charged about 17 us
+(validation/results/cpu-epyc-zen4/0.56.0/rest_parts-c1.txt). Each rows value is a probe of its
+own in the calibration, and the cheap ones are called several times a round (REUSE_CALLS).
+
 Until 0.41.0 this probe replayed a step's order of products with random matrices and fixed host
 work between them. On a 2-core EPYC VM (32 MB L3) the engine's drafters ran the reused products
 1.2-1.3x slower than the replay read them (validation/results/cpu-epyc-zen3/0.41.0/
