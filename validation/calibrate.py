@@ -223,11 +223,12 @@ class Calibration:
         self.in_place = bool(in_place)
         copies: dict = {}
         if in_place:
+            calls = ({} if small else REUSE_CALLS) if reuse_calls is None else reuse_calls
             for r in self.reuse_rows:
-                probes[("reuse", r, 0)] = insitu_probe(self.context, device, (r,), 5 if small else REUSE_STEPS, prompt)
-                calls = (({} if small else REUSE_CALLS) if reuse_calls is None else reuse_calls).get(r, 1)
-                copies[("reuse", r, 0)] = [("reuse", r, i) for i in range(1, calls)]
-                probes |= {c: probes[("reuse", r, 0)] for c in copies[("reuse", r, 0)]}
+                first = ("reuse", r, 0)
+                probes[first] = insitu_probe(self.context, device, (r,), 5 if small else REUSE_STEPS, prompt)
+                copies[first] = [("reuse", r, i) for i in range(1, calls.get(r, 1))]
+                probes |= {c: probes[first] for c in copies[first]}
         # prompt lookup likewise: between the context model's passes it read 1.7-2.6x the hidden-64
         # model's call and 1.1-1.3x its per sequence, as the family's own runs do (0.55.0/ngram_shapes.txt)
         probes["ngram"] = (lambda: ngram_probe(device, None, checkpoint_of(self.context))) if in_place \
