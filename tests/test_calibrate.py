@@ -796,6 +796,23 @@ def test_insitu_figures_divide_each_part_by_the_warm_curves_price():
     no_lm = {k: c for k, c in curves.items() if k != f"{m.hidden}x{m.vocab}"}
     assert insitu_figures(t, m, no_lm, peak, (4,)) == {"gemm_reuse": [], "gemm_step": []}
     assert len(layer_shapes(m)) == 4 and set(layer_shapes(m)) <= model_shapes(m)
+    # a part timed faster at more rows (a slow spell at 1) is pooled: both rows take its mean time
+    t1 = {"reuselayers1": 3.0 * price(layer_shapes(m), 1) * m.layers, "reuselm1": 0.9 * price([(m.hidden, m.vocab)], 1)}
+    slow = t1["reuselayers1"] / price(layer_shapes(m), 4) / m.layers  # 4 rows timed as fast as 1
+    t4 = {"reuselayers4": 0.5 * slow * layer * m.layers, "reuselm4": 0.9 * lm}
+    step = insitu_figures(t1 | t4, m, curves, peak, (1, 4))["gemm_step"]
+    times = [f * price(layer_shapes(m), r) * m.layers for r, f, _ in step]
+    assert times[0] == pytest.approx(times[1], rel=1e-3) == pytest.approx(0.75 * t1["reuselayers1"], rel=1e-3)
+    assert [r[2] for r in step] == [0.9, 0.9]  # the LM head's rose: left as timed
+
+
+def test_rising_pools_each_falling_run_into_its_mean():
+    """The nondecreasing fit: unchanged where already rising, each falling run its mean."""
+    from validation.reuse import rising
+    assert rising([1.0, 2.0, 2.0, 5.0]) == [1.0, 2.0, 2.0, 5.0]
+    assert rising([3.0, 1.0]) == [2.0, 2.0]
+    assert rising([1.0, 4.0, 2.0, 0.0, 5.0]) == [1.0, 2.0, 2.0, 2.0, 5.0]
+    assert rising([]) == []
 
 
 def test_the_fused_inputs_rest_is_a_line_through_its_rows():
