@@ -109,21 +109,28 @@ def test_cli_writes_where_asked(tmp_path, capsys):
 
 def test_ticks_run_the_cycle_a_few_probes_at_a_time():
     """`tick` runs the next probes of the round-robin cycle (what runs between the measurements a
-    profile predicts), `complete` finishes the cycle so every probe has as many calls."""
+    profile predicts), `complete` finishes the cycle so every probe has as many calls; a probe
+    called twice a round (probe_calls) pools its calls' figures."""
     from validation.calibrate import Calibration
-    cal = Calibration(size_mb=8, gemm_n=64)
-    order = list(cal.probes)
+    cal = Calibration(size_mb=8, gemm_n=64, probe_calls={"engine": 2})
+    order = cal._order
+    assert set(order) == set(cal.probes) and ("engine", 1) in order and len(order) == len(set(order))
     cal.tick(3)
     assert [cal.calls[k] for k in order] == [1, 1, 1] + [0] * (len(order) - 3)
     assert set(cal.samples) == set(order[:3])  # single figures so far
     cal.complete()
-    assert set(cal.calls.values()) == {1} and {len(v) for v in cal.samples.values()} == {1}
+    engine = {"engine1", "engine16"}  # the engine probe's figures: two calls a round
+
+    def sampled(n):
+        return ({len(v) for k, v in cal.samples.items() if k not in engine} == {n}
+                and {len(cal.samples[k]) for k in engine} == {2 * n})
+    assert set(cal.calls.values()) == {1} and sampled(1)
     cal.complete()  # a finished cycle stays as it is
     assert set(cal.calls.values()) == {1}
     cal.tick(len(order) + 2)  # wraps round: a second call of every probe, a third of the first two
     assert [cal.calls[k] for k in order[:3]] == [3, 3, 2]
     cal.complete()
-    assert {len(v) for v in cal.samples.values()} == {3}
+    assert sampled(3)
     assert cal.figures()["rounds"] == 3
     boot = cal.bootstrap(3)  # the figures of resampled calls: the same fields, their own values
     assert len(boot) == 3 and all(set(m) == set(cal.figures()) for m in boot)

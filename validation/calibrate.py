@@ -70,6 +70,10 @@ GEMM_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512)
 # 30 ms apart (a 2-core EPYC VM, 32 MB cache; another run: 2.0, 2.2, 2.25, 2.27, cold 2.2); the
 # family's decode steps take 5 ms (none, concurrency 1) to 70 ms (EAGLE-2, concurrency 4) here
 WARM_GAP_S = 0.005
+# probes called several times a round, their calls spread through the cycle (spaced) and pooled:
+# the engine's decode steps (step_overhead_us), whose mean over one calibration's 17 calls read
+# 365 us (its resamples 265-440) where five other comparisons' read 259-281 (cpu-epyc-zen4/0.56.0)
+PROBE_CALLS = {"engine": 3}
 # On this VM a page untouched for a few seconds reads slower at its first touch, whatever the
 # caches hold: a 512 MB matrix-vector product read 19-20 GB/s back to back, 15.7 / 15.2 / 10.6 /
 # 6.4 GB/s on its first pass after 2 / 5 / 10 / 20 s idle, 6.5-14.5 GB/s after 5-20 s of other
@@ -127,7 +131,8 @@ class Calibration:
     drifting host. Sizes are parameters so a test can run the CPU form small."""
 
     def __init__(self, size_mb: int = 512, gemm_n: int = 1024, device: str = "cpu", context: ModelSpec | None = None,
-                 models=None, prompt: int = REUSE_PROMPT, geometries=None, reuse_calls: dict | None = None):
+                 models=None, prompt: int = REUSE_PROMPT, geometries=None, reuse_calls: dict | None = None,
+                 probe_calls: dict | None = None):
         """context: the model whose passes' memory traffic the host-time probes run amid
         (validation.traffic; on a CPU only; None: none, the probes' tiny models alone); models:
         the priced models, (weights' bytes per device, {(k, n)} weight matrices) each, whose
@@ -137,7 +142,8 @@ class Calibration:
         (validation.reuse.probe_prompt); geometries: the priced models' attention geometries
         (sim.cost.attention_geometry), each of whose decode attention gets a curve of its own on
         a CPU (None: the context's); reuse_calls: {rows: calls a round} of the in-situ probe
-        (validation.reuse; None: REUSE_CALLS, or one each in the test-sized form)."""
+        (validation.reuse; None: REUSE_CALLS, or one each in the test-sized form); probe_calls:
+        {probe: calls a round} of the others (None: PROBE_CALLS, or one each in the test-sized form)."""
         self.size_mb, self.gemm_n = size_mb, gemm_n
         self.context = context if device == "cpu" else None
         traffic = self.traffic = Traffic.of(self.context, device)
@@ -286,6 +292,9 @@ class Calibration:
             probes["attn_own"] = paired(rows_probes(device, OWN_SIZES, OWN_ROWS), 2)
             elementwise = {f"ew{n}": elementwise_probe(device, n) for n in EW_TOKENS}
             probes["elementwise"] = lambda: block_times(elementwise, 3)
+        for key, calls in (({} if small else PROBE_CALLS) if probe_calls is None else probe_calls).items():
+            copies[key] = [(key, i) for i in range(1, calls)]
+            probes |= {c: probes[key] for c in copies[key]}
         self.probes = probes
         for fn in {id(fn): fn for fn in probes.values()}.values():  # warm-up (a copy's call once)
             fn()

@@ -6,7 +6,11 @@ TimedPlanner's time), packing (`StepBatch.pack`), the target forward (`Model.for
 times it) and verification (`EngineRun._verify`, every group's call), plus the remainder of
 `_forward_verify` (building the queries, grouping, the results back as lists).
 
-python validation/results/cpu-epyc-zen4/0.56.0/rest_parts.py CONCURRENCY ROUNDS"""
+python validation/results/cpu-epyc-zen4/0.56.0/rest_parts.py CONCURRENCY ROUNDS [by-q]
+
+With `by-q` (0.56.1) each scheme's steps are summarized at every query length q they ran 20
+steps or more of (an `ngram` step that found no match has q = 1, as a `none` step), not only
+at the most common one."""
 import statistics
 import sys
 import time
@@ -25,6 +29,7 @@ torch.set_num_threads(1)
 retain_freed_memory()
 conc = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+by_q = len(sys.argv) > 3 and sys.argv[3] == "by-q"
 trace = load_trace("validation/results/cpu-epyc-zen4/0.56.0/family-split-ngram.yaml")
 source = resolve(trace)
 model = source.build()
@@ -73,8 +78,8 @@ def measure(scheme):
     return steps
 
 
-def summary(steps):
-    q = statistics.mode(s["q"] for s in steps)
+def summary(steps, q=None):
+    q = statistics.mode(s["q"] for s in steps) if q is None else q
     kept = [s for s in steps if s["q"] == q][3:]
     med = {k: statistics.median(s.get(k, 0.0) for s in kept) * 1e3 for k in
            ("schedule", "draft_in_schedule", "pack", "forward", "verify", "forward_verify", "drafting")}
@@ -88,7 +93,9 @@ measure(trace.speculation[0])  # first-call costs
 got = {s.label: [] for s in trace.speculation}
 for r in range(rounds):
     for scheme in (trace.speculation if r % 2 == 0 else list(reversed(trace.speculation))):
-        got[scheme.label].append(summary(measure(scheme)))
+        steps = measure(scheme)
+        qs = sorted(q for q in {s["q"] for s in steps} if sum(s["q"] == q for s in steps) >= 23) if by_q else [None]
+        got[scheme.label].extend(summary(steps, q) for q in qs)
 print(f"# concurrency {conc}, {rounds} rounds; per round: q, steps kept, medians (ms)")
 for label, rs in got.items():
     for q, n, m in rs:
