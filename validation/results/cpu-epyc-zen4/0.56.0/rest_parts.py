@@ -6,11 +6,11 @@ TimedPlanner's time), packing (`StepBatch.pack`), the target forward (`Model.for
 times it) and verification (`EngineRun._verify`, every group's call), plus the remainder of
 `_forward_verify` (building the queries, grouping, the results back as lists).
 
-python validation/results/cpu-epyc-zen4/0.56.0/rest_parts.py CONCURRENCY ROUNDS [by-q]
+python validation/results/cpu-epyc-zen4/0.56.0/rest_parts.py CONCURRENCY ROUNDS [by-drafted]
 
-With `by-q` (0.56.1) each scheme's steps are summarized at every query length q they ran 20
-steps or more of (an `ngram` step that found no match has q = 1, as a `none` step), not only
-at the most common one."""
+With `by-drafted` (0.56.1) each scheme's steps are summarized apart by how many of their
+sequences drafted (d: an `ngram` step whose lookup found no match has d = 0, as a `none` step),
+every count of 20 steps or more."""
 import statistics
 import sys
 import time
@@ -29,7 +29,7 @@ torch.set_num_threads(1)
 retain_freed_memory()
 conc = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-by_q = len(sys.argv) > 3 and sys.argv[3] == "by-q"
+by_drafted = len(sys.argv) > 3 and sys.argv[3] == "by-drafted"
 trace = load_trace("validation/results/cpu-epyc-zen4/0.56.0/family-split-ngram.yaml")
 source = resolve(trace)
 model = source.build()
@@ -64,7 +64,7 @@ def measure(scheme):
         out = timed("forward_verify", fv)(batch)
         if all(q == max(batch.query) for q in batch.query) and len(batch.seqs) == conc and not any(
                 getattr(batch, "prefill", [0]) or [0]):
-            steps.append(dict(cur, q=max(batch.query), drafting=run.timed.last if run.timed is not None else 0.0))
+            steps.append(dict(cur, q=max(batch.query), d=sum(1 for t in batch.trees if len(t)), drafting=run.timed.last if run.timed is not None else 0.0))
         return out
 
     run.sched.schedule, run._forward_verify, run._verify = schedule, forward_verify, timed("verify", verify)
@@ -78,15 +78,15 @@ def measure(scheme):
     return steps
 
 
-def summary(steps, q=None):
-    q = statistics.mode(s["q"] for s in steps) if q is None else q
-    kept = [s for s in steps if s["q"] == q][3:]
+def summary(steps, d=None):
+    q = statistics.mode(s["q"] for s in steps)
+    kept = [s for s in steps if s["q"] == q and d in (None, s["d"])][3:]
     med = {k: statistics.median(s.get(k, 0.0) for s in kept) * 1e3 for k in
            ("schedule", "draft_in_schedule", "pack", "forward", "verify", "forward_verify", "drafting")}
     med["fv_rest"] = statistics.median(s["forward_verify"] - s.get("pack", 0) - s["forward"] - s.get("verify", 0)
                                        for s in kept) * 1e3
     med["schedule_less_planner"] = statistics.median(s["schedule"] - s["draft_in_schedule"] for s in kept) * 1e3
-    return q, len(kept), med
+    return q if d is None else f"{q} d={d}", len(kept), med
 
 
 measure(trace.speculation[0])  # first-call costs
@@ -94,10 +94,10 @@ got = {s.label: [] for s in trace.speculation}
 for r in range(rounds):
     for scheme in (trace.speculation if r % 2 == 0 else list(reversed(trace.speculation))):
         steps = measure(scheme)
-        qs = sorted(q for q in {s["q"] for s in steps} if sum(s["q"] == q for s in steps) >= 23) if by_q else [None]
-        got[scheme.label].extend(summary(steps, q) for q in qs)
+        counts = sorted(d for d in {s["d"] for s in steps} if sum(s["d"] == d for s in steps) >= 23) if by_drafted else [None]
+        got[scheme.label].extend(summary(steps, d) for d in counts)
 print(f"# concurrency {conc}, {rounds} rounds; per round: q, steps kept, medians (ms)")
 for label, rs in got.items():
     for q, n, m in rs:
-        print(f"{label:6s} q={q:2d} n={n:4d} schedule-planner {m['schedule_less_planner']:.3f} pack {m['pack']:.3f} "
+        print(f"{label:6s} q={q:>2} n={n:4d} schedule-planner {m['schedule_less_planner']:.3f} pack {m['pack']:.3f} "
               f"verify {m['verify']:.3f} fv-rest {m['fv_rest']:.3f} | forward {m['forward']:.3f} drafting {m['drafting']:.3f}")
