@@ -39,6 +39,28 @@ def priced_parts(cost: ForwardCost, c: int, keys: float) -> dict:
     return {"forward": float(total), "products": products, "rest": float(total) - products}
 
 
+def clocked_steps(model, run, c: int) -> list[dict]:
+    """The whole decode steps of `c` sequences (every product at c rows, keys timed) of `run()`, an
+    engine run of `model`, under ProductClock: [{"forward", "products", "keys"}, ...] seconds."""
+    clock = ProductClock(model)
+    with clock:
+        run()
+    out = []
+    for s in clock.steps:
+        t = s.get("target", {})
+        rows = [n for v in t.values() for n, _ in v]
+        if rows and all(n == c for n in rows) and "keys" in s:
+            out.append({"forward": s["forward"], "products": sum(x for v in t.values() for _, x in v), "keys": float(s["keys"])})
+    return out
+
+
+def family_run(source, trace, c: int):
+    """(model, run) of `none` of `trace` at concurrency `c` on a fresh build of its checkpoint."""
+    model = source.build()  # the clock wraps its forward: a fresh one a run
+    none = next(s for s in trace.speculation if s.name == "none")
+    return model, lambda: run_scheme(trace, none, make_requests(trace.workload, trace.seed, c), model)
+
+
 def main(argv: list[str]) -> None:
     runs = int(argv[argv.index("--runs") + 1]) if "--runs" in argv else 3
     args = [a for i, a in enumerate(argv) if a != "--runs" and (i == 0 or argv[i - 1] != "--runs")]
@@ -50,23 +72,13 @@ def main(argv: list[str]) -> None:
     cost = ForwardCost(priced_trace.model, hw)
     trace = load_trace(ROOT / "traces/family-schemes.yaml")
     source = resolve(trace)
-    none = next(s for s in trace.speculation if s.name == "none")
     print(f"# profile {compared}/sim-trace.yaml; {runs} runs of `none` a concurrency; medians over whole decode steps (ms)")
     for c in concs:
         got: dict = {}
         for _ in range(runs):
-            model = source.build()  # the clock wraps its forward: a fresh one a run
-            clock = ProductClock(model)
-            with clock:
-                run_scheme(trace, none, make_requests(trace.workload, trace.seed, c), model)
-            for s in clock.steps:
-                t = s.get("target", {})
-                rows = [n for v in t.values() for n, _ in v]
-                if not rows or any(n != c for n in rows) or "keys" not in s:
-                    continue
-                products = sum(x for v in t.values() for _, x in v)
-                price = priced_parts(cost, c, float(s["keys"]))
-                for k, v in (("forward", s["forward"]), ("products", products), ("rest", s["forward"] - products)):
+            for s in clocked_steps(*family_run(source, trace, c), c):
+                price = priced_parts(cost, c, s["keys"])
+                for k, v in (("forward", s["forward"]), ("products", s["products"]), ("rest", s["forward"] - s["products"])):
                     got.setdefault(k, []).append(v)
                     got.setdefault("p_" + k, []).append(price[k])
         med = {k: statistics.median(v) * 1e3 for k, v in got.items()}
