@@ -5,9 +5,11 @@ alternate three arms at each concurrency, every one timed by ProductClock, plain
           head's products a step (what gemm_step divides by the warm curves);
   random  the same engine set-up (validation.host_probes.probe_engine, random weights) decoding
           64 tokens after 128-token prompts;
-  family  traces/family-schemes.yaml's `none` on its trained checkpoint (16 requests, closed).
+  family  traces/family-schemes.yaml's `none` on its trained checkpoint (16 requests, closed);
+  mid     (with --mid) the in-situ probe's call after 160-token prompts: the family's runs'
+          median context while decoding (128-token prompts, 64 tokens out).
 
-    python validation/results/cpu-epyc-zen4/0.56.1/insitu_vs_run.py ROUNDS [CONCURRENCY ...]
+    python validation/results/cpu-epyc-zen4/0.56.1/insitu_vs_run.py ROUNDS [CONCURRENCY ...] [--mid]
 
 Prints each round's medians of the products a step (ms), and each arm's median over rounds."""
 import importlib.util
@@ -32,7 +34,10 @@ _spec.loader.exec_module(forward_parts)
 
 
 def main(argv: list[str]) -> None:
+    mid = "--mid" in argv
+    argv = [a for a in argv if a != "--mid"]
     rounds, concs = int(argv[0]), [int(c) for c in argv[1:]] or [1, 4]
+    arms = ("probe", "random", "family") + (("mid",) if mid else ())
     torch.set_num_threads(1)
     retain_freed_memory()
     trace = load_trace(ROOT / "traces/family-schemes.yaml")
@@ -47,13 +52,17 @@ def main(argv: list[str]) -> None:
             random = statistics.median(s["products"] for s in forward_parts.clocked_steps(
                 model, lambda: run_scheme(rtrace, rtrace.speculation[0], requests, model), c))
             family = statistics.median(s["products"] for s in forward_parts.clocked_steps(*forward_parts.family_run(source, trace, c), c))
-            for arm, v in (("probe", probe), ("random", random), ("family", family)):
+            got_r = {"probe": probe, "random": random, "family": family}
+            if mid:
+                t = insitu_probe(spec, "cpu", (c,), 20, 160)()
+                got_r["mid"] = t[f"reuselayers{c}"] + t[f"reuselm{c}"]
+            for arm, v in got_r.items():
                 got.setdefault((c, arm), []).append(v)
-            print(f"round {r + 1} c={c}: probe {probe * 1e3:.3f} random {random * 1e3:.3f} family {family * 1e3:.3f} ms", flush=True)
+            print(f"round {r + 1} c={c}: " + " ".join(f"{a} {v * 1e3:.3f}" for a, v in got_r.items()) + " ms", flush=True)
     for c in concs:
-        med = {arm: statistics.median(got[(c, arm)]) * 1e3 for arm in ("probe", "random", "family")}
-        print(f"c={c} median over rounds: probe {med['probe']:.3f}, random {med['random']:.3f} ({med['random'] / med['probe']:.3f}x), "
-              f"family {med['family']:.3f} ({med['family'] / med['probe']:.3f}x) ms")
+        med = {arm: statistics.median(got[(c, arm)]) * 1e3 for arm in arms}
+        print(f"c={c} median over rounds: probe {med['probe']:.3f}, " + ", ".join(
+            f"{a} {med[a]:.3f} ({med[a] / med['probe']:.3f}x)" for a in arms[1:]) + " ms")
 
 
 if __name__ == "__main__":
