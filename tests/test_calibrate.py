@@ -839,15 +839,19 @@ def test_the_fused_inputs_rest_is_a_line_through_its_rows():
     assert "draft_input_s" not in insitu_figures({"reuseinput_rest1": 80 * us}, m, {}, 1e11, (1, 4))
 
 
-def test_the_probe_prompt_is_the_traces_median():
+def test_the_probe_prompt_puts_its_timed_steps_at_the_traces_median_decode_context():
+    """The probe's prompt: the requests' median of prompt + half the output, less the probe's
+    untimed steps and half its timed ones, so its timed steps' middle sits at that context."""
     from sim.spec import load_trace
-    from validation.reuse import probe_prompt
+    from validation.reuse import REUSE_SKIP, REUSE_STEPS, probe_prompt
     root = Path(__file__).resolve().parents[1]
-    assert probe_prompt(load_trace(root / "traces" / "family-schemes.yaml")) == 128
+    # the family: 128-token prompts, 64 out -> decode steps' median context 160; timed from 147
+    assert probe_prompt(load_trace(root / "traces" / "family-schemes.yaml")) == 160 - REUSE_SKIP - REUSE_STEPS // 2 == 147
     trace = load_trace(root / "traces" / "golden-tiny.yaml")
     from sim.workload import make_requests
     import statistics
-    assert probe_prompt(trace) == int(statistics.median(r.prompt_tokens for r in make_requests(trace.workload, trace.seed).requests))
+    median = statistics.median(r.prompt_tokens + r.output_tokens // 2 for r in make_requests(trace.workload, trace.seed).requests)
+    assert probe_prompt(trace) == max(1, int(median) - REUSE_SKIP - REUSE_STEPS // 2)
 
 
 def test_insitu_probe_times_each_part_where_the_engine_runs_it():

@@ -288,14 +288,19 @@ def timed_steps(steps: list, cols: dict) -> list:
 
 
 def probe_prompt(trace) -> int:
-    """The prompt tokens the probe gives each sequence to price `trace`: its requests' median (at
-    most REUSE_PROMPT_MAX).
+    """The prompt tokens the probe gives each sequence to price `trace`: enough that its timed
+    steps (REUSE_SKIP untimed, then REUSE_STEPS) sit at the median context of `trace`'s decode
+    steps, its requests' median of prompt + half the output (at most REUSE_PROMPT_MAX).
     The KV a step reads between the products slows them: at 16 sequences the later passes'
     products read 15-21% slower after 128-token prompts than after 16-token ones
-    (validation/results/cpu-epyc-zen3/0.42.0/family_check.txt)."""
+    (validation/results/cpu-epyc-zen3/0.42.0/family_check.txt). Until 0.56.1 the prompt was the
+    requests' median prompt, and the family's own runs (128-token prompts, 64 out) read their
+    products 1.04-1.08x the probe's, paired round by round; the probe after 160-token prompts
+    1.05-1.08x (validation/results/cpu-epyc-zen4/0.56.1/insitu_vs_run*.txt)."""
     from sim.workload import make_requests
-    median = statistics.median(r.prompt_tokens for r in make_requests(trace.workload, trace.seed).requests)
-    return max(1, min(REUSE_PROMPT_MAX, int(median)))
+    median = statistics.median(r.prompt_tokens + r.output_tokens // 2
+                               for r in make_requests(trace.workload, trace.seed).requests)
+    return max(1, min(REUSE_PROMPT_MAX, int(median) - REUSE_SKIP - REUSE_STEPS // 2))
 
 
 def insitu_probe(model: ModelSpec, device: str, rows=REUSE_ROWS, steps: int = REUSE_STEPS, prompt: int = REUSE_PROMPT):
