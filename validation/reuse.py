@@ -386,7 +386,8 @@ def rising_parts(t: dict, parts, rows) -> dict:
     more: its times made nondecreasing in rows (rising), since the same weights' products at more
     rows cannot take less time. A slow spell of the host at one rows value otherwise gives a
     profile where four sequences decode faster than one: on CI's host (stop 64) a calibration
-    priced a later layer at 4 sequences 0.87x its price at 1."""
+    priced a later layer at 4 sequences 0.87x its price at 1 (its profile not kept: the likely
+    cause)."""
     out = {}
     for part in parts:
         at = [r for r in rows if f"reuse{part}{r}" in t]
