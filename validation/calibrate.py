@@ -227,14 +227,17 @@ class Calibration:
             if in_place else (lambda: medusa_probe(device, traffic))
         # (each rows value a probe of its own, the cheap rows called several times a round: copies)
         self.in_place = bool(in_place)
-        copies: dict = {}
+        copies: dict = {}  # probe -> the keys of its further calls a round (spaced)
+
+        def add_copies(first, keys: list) -> None:
+            copies[first] = keys
+            probes.update({c: probes[first] for c in keys})
         if in_place:
             calls = ({} if small else REUSE_CALLS) if reuse_calls is None else reuse_calls
             for r in self.reuse_rows:
                 first = ("reuse", r, 0)
                 probes[first] = insitu_probe(self.context, device, (r,), 5 if small else REUSE_STEPS, prompt)
-                copies[first] = [("reuse", r, i) for i in range(1, calls.get(r, 1))]
-                probes |= {c: probes[first] for c in copies[first]}
+                add_copies(first, [("reuse", r, i) for i in range(1, calls.get(r, 1))])
         # prompt lookup likewise: between the context model's passes it read 1.7-2.6x the hidden-64
         # model's call and 1.1-1.3x its per sequence, as the family's own runs do (0.55.0/ngram_shapes.txt)
         probes["ngram"] = (lambda: ngram_probe(device, None, checkpoint_of(self.context))) if in_place \
@@ -293,8 +296,7 @@ class Calibration:
             elementwise = {f"ew{n}": elementwise_probe(device, n) for n in EW_TOKENS}
             probes["elementwise"] = lambda: block_times(elementwise, 3)
         for key, calls in (({} if small else PROBE_CALLS) if probe_calls is None else probe_calls).items():
-            copies[key] = [(key, i) for i in range(1, calls)]
-            probes |= {c: probes[key] for c in copies[key]}
+            add_copies(key, [(key, i) for i in range(1, calls)])
         self.probes = probes
         for fn in {id(fn): fn for fn in probes.values()}.values():  # warm-up (a copy's call once)
             fn()
