@@ -137,6 +137,21 @@ def test_ticks_run_the_cycle_a_few_probes_at_a_time():
     # paired probes give every figure of the pair from one call
     assert {"forward1", "forward6", "verifies6", "engine16", "dhost_mtp_b1", "logits1024", "attn16x64c1024v", "attn4x128c0p", "layer6", "dhost5b16",
             "unchecked1", "drafter1"} <= set(cal.samples)
+    between = cal.spread(5, 2)  # five calls make two whole cycles, with nothing left for `complete`
+    for _ in range(5):
+        between()
+    assert cal._next == 0 and set(cal.calls.values()) == {5}
+
+
+def test_a_spreads_calls_share_its_cycles_exactly():
+    """Each call runs its rounded share of the probes (at least one): any number of calls runs
+    their total share rounded, so a whole number of cycles ends on a cycle's end."""
+    from validation.calibrate import share_of_call
+    for per_call, calls in ((392 / 3, 15), (800 / 18, 144), (87.1, 10), (1.0, 7)):
+        shares = [share_of_call(i, per_call) for i in range(calls)]
+        assert sum(shares) == round(per_call * calls) and max(shares) - min(shares) <= 1
+        assert all(sum(shares[:n]) == int(per_call * n + 0.5 + 1e-9) for n in range(calls + 1))
+    assert [share_of_call(i, 0.4) for i in range(4)] == [1, 1, 1, 1]  # fewer probes than calls: one each
 
 
 def test_interleaved_times_alternate_the_calls():

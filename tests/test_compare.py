@@ -343,6 +343,21 @@ def test_run_spread_is_the_pooled_throughputs_relative_standard_error():
     assert "engine_spread" not in errors({"runs": [run]}, {"runs": [run]})["runs"][0]
 
 
+def test_the_median_runs_throughput_error_leaves_out_one_slow_run():
+    """Where both sides keep their runs' throughputs, `median_run_throughput` compares the
+    median draw's with the median run's: a slow run of five moves the pooled error, not it."""
+    summary = lambda tput: {"throughput_tok_s": tput, "ttft_s": {"p50": 1.0, "p99": 2.0},  # noqa: E731
+                            "tpot_s": {"p50": 0.1, "p99": 0.2}, "steps": 10, "duration_s": 1.0, "draft_s": 0.0,
+                            "allocator": {"page_allocs": 1, "page_frees": 1, "peak_pages": 1}}
+    run = {"scheme": "none", "label": "a", "concurrency": 1}
+    engine = run | {"summary": summary(90.0), "throughputs": [100.0, 101.0, 50.0, 99.0, 100.0]}
+    sim = run | {"summary": summary(105.0), "throughputs": [104.0, 106.0, 105.0]}
+    entry = errors({"runs": [engine]}, {"runs": [sim]})["runs"][0]
+    assert entry["median_run_throughput"] == pytest.approx(105.0 / 100.0 - 1)
+    assert entry["errors"]["throughput_tok_s"] == pytest.approx(105.0 / 90.0 - 1)
+    assert "median_run_throughput" not in errors({"runs": [engine]}, {"runs": [run | {"summary": summary(1.0)}]})["runs"][0]
+
+
 def test_timed_ticks_record_each_call_of_the_probes_with_the_host_speed_around_it():
     from validation.host_speed import timed_ticks
     calls, record = [], []

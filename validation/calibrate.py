@@ -25,6 +25,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see engine/__main__.py
 
 import argparse  # noqa: E402
+import itertools  # noqa: E402
 import math  # noqa: E402
 import statistics  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -327,10 +328,17 @@ class Calibration:
             self._next = (self._next + 1) % len(self._order)
 
     def spread(self, intervals: int, cycles: int):
-        """A call that runs the next few probes, enough that `intervals` calls of it make about
-        `cycles` cycles (at least one probe each): put it between the measurements predicted."""
-        n = max(1, math.ceil(cycles * len(self._order) / max(1, intervals)))
-        return lambda: self.tick(n)
+        """A call that runs the next few probes, enough that every `intervals` calls of it make
+        `cycles` cycles (share_of_call; at least one probe each): put it between the measurements
+        predicted. Until 0.57.0 each call ran the rounded-up share, so the calls overshot and
+        `complete` then ran most of a further cycle after the last measurement (a minute of the
+        CI-sized comparison's eight and a half)."""
+        per_call = cycles * len(self._order) / max(1, intervals)
+        made = itertools.count()
+
+        def call() -> None:
+            self.tick(share_of_call(next(made), per_call))
+        return call
 
     def complete(self) -> None:
         """Finish the current cycle, so every probe has as many calls as the others (and one at least)."""
@@ -477,6 +485,13 @@ def measure(size_mb: int = 512, gemm_n: int = 1024, repeats: int = 7, device: st
 
 
 DEFAULT_CONTEXT = "tiny"
+
+
+def share_of_call(i: int, per_call: float) -> int:
+    """Probes that call `i` (from 0) of a spread runs, `per_call` a call on average: the rounded
+    running total's step (half up), so any whole number of calls' shares adds up to their total
+    rounded, and a whole number of cycles exactly; at least one."""
+    return max(1, math.floor((i + 1) * per_call + 0.5) - math.floor(i * per_call + 0.5))
 
 
 def for_trace(trace, spec: ModelSpec) -> "Calibration":

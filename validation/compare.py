@@ -9,13 +9,16 @@
    the p99 errors compare: point 4), and every run's throughput is kept in the comparison
    ("engine_throughputs"), with the relative standard error of the pooled throughput they give
    ("engine_spread", printed as `engine ±`: an error within
-   about twice it is within the engine's own run-to-run noise). The pooled report is kept as
+   about twice it is within the engine's own run-to-run noise), and the error of the median
+   draw's throughput against the median run's ("median_run_throughput", printed as `median run`:
+   since 0.57.0; a pooled error that this one lacks came from one or two slow runs, one that both
+   show is the price's). The pooled report is kept as
    DIR/engine-pooled.json; with `--engine-only` the comparison stops there, its acceptance
    files and DIR/sim-trace.yaml written, for `python -m validation reprice` to price later.
    With `--calibrate`, validation.calibrate's probes (their host work amid the memory traffic
    of the model the engine runs: validation.traffic) run a few at a time
    before each scheme's run (`--cycles` cycles of them per engine run of the trace, by default
-   CALIBRATION_CYCLES; the last cycle completed at the end), and the simulator is priced with the profile they measure
+   CALIBRATION_CYCLES, each call its exact share; the last cycle completed at the end), and the simulator is priced with the profile they measure
    (DIR/measured-hardware.yaml): on a host whose speed swings by up to 1.8x in spells of about
    ten seconds, a profile measured at other moments mispredicts every scheme alike.
 2. Acceptance the trace leaves out is filled from the engine's own measurement, pooled over the
@@ -112,6 +115,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import fields
 from pathlib import Path
 
@@ -165,7 +169,9 @@ def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None,
     the mean the profile describes) and `at_mean_speed`, the errors of AT_MEAN_SPEED had the
     engine run at that mean speed (its times scaled by its speed, its throughput divided by it;
     `step_time_at_mean_speed` repeats the step time's). Where the engine's report keeps its
-    runs' throughputs (pool_runs), `engine_spread` is run_spread of them; `profile_spread`, per
+    runs' throughputs (pool_runs), `engine_spread` is run_spread of them, and where the
+    simulator's keeps its draws' too, `median_run_throughput` is the error of the median draw's
+    throughput against the median run's; `profile_spread`, per
     run tag, the simulator's from its profile (profile_spread). The p99s are read per run on
     both sides where both reports have `run_p99` (pool_runs), else pooled on both (`p99_over`:
     "runs" or "pooled")."""
@@ -187,6 +193,9 @@ def errors(engine: dict, sim: dict, speeds: dict[str, float] | None = None,
         if "throughputs" in r:
             entry["engine_throughputs"] = r["throughputs"]
             entry["engine_spread"] = run_spread(r["throughputs"])
+            if "throughputs" in s:  # the typical run's error: one slow run of eight moves it not at all
+                e_mid, s_mid = statistics.median(r["throughputs"]), statistics.median(s["throughputs"])
+                entry["median_run_throughput"] = (s_mid - e_mid) / e_mid
         spread = (profile_spreads or {}).get(run_tag(r["label"], r["concurrency"]))
         if spread is not None:
             entry["profile_spread"] = spread
@@ -369,7 +378,7 @@ def print_comparison(comparison: dict) -> None:
     from rich.table import Table
 
     t = Table(title="signed relative error of the simulator against the engine")
-    for col in ("scheme", "conc") + METRICS + ("accept TV", "engine ±", "profile ±", "host speed") + tuple(f"{SHORT[k]} @ mean speed"
+    for col in ("scheme", "conc") + METRICS + ("accept TV", "engine ±", "profile ±", "median run", "host speed") + tuple(f"{SHORT[k]} @ mean speed"
                                                                                    for k in AT_MEAN_SPEED):
         t.add_column(col, justify="left" if col == "scheme" else "right")
 
@@ -382,7 +391,7 @@ def print_comparison(comparison: dict) -> None:
                   *(pct(r["errors"][m]) for m in METRICS), f"{acc['tv_distance']:.3f}" if acc else "-",
                   "-" if r.get("engine_spread") is None else f"{100 * r['engine_spread']:.1f}%",
                   "-" if r.get("profile_spread") is None else f"{100 * r['profile_spread']:.1f}%",
-                  pct(r.get("engine_speed")), *(pct(r.get("at_mean_speed", {}).get(k)) for k in AT_MEAN_SPEED))
+                  pct(r.get("median_run_throughput")), pct(r.get("engine_speed")), *(pct(r.get("at_mean_speed", {}).get(k)) for k in AT_MEAN_SPEED))
     console = Console(width=250)
     console.print(t)
     for conc, rows in comparison.get("step_time_by_tokens", {}).items():
