@@ -977,33 +977,46 @@ def test_the_insitu_probe_times_a_later_layer_whole_and_its_keys():
     """ProductClock marks a plain decoding run's later layers, from the second layer's first
     product to the LM head's: with every unchecked RMSNorm (two a later layer: the second
     layer's FFN norm, the later layers' both, the final norm) slowed by 4 ms, a layer reads 8 ms
-    and a bit; each step's keys are its sequences' kv_lens; step_parts keeps both. A 1-layer
-    model has no later layer."""
-    import statistics
+    more than the same run's without (the quickest steps': the rest of a layer read 0.9-1.1 ms
+    on the Zen 4 VM, and over 2 ms in a slow spell, which an absolute bound on the median, 9.8
+    ms, failed); each
+    step's keys are its sequences' kv_lens; step_parts keeps both. A 1-layer model has no later
+    layer."""
     import time
 
     from engine.runner import run_scheme
     from validation.host_probes import TINY_CHECKPOINT, probe_engine
     from validation.reuse import ProductClock, step_parts
-    trace, target, _, requests = probe_engine(2, "cpu", {"scheme": "none"}, 8, checkpoint=TINY_CHECKPOINT | {"layers": 3})
-    norm = target.ops_unchecked.rms_norm
 
-    def slow(*args, **kwargs):
-        end = time.perf_counter() + 0.004
-        while time.perf_counter() < end:  # busy: a sleep can overshoot by a millisecond
-            pass
-        return norm(*args, **kwargs)
-    target.ops_unchecked = dataclasses.replace(target.ops_unchecked, rms_norm=slow)
-    clock = ProductClock(target)
-    with clock:
-        run_scheme(trace, trace.speculation[0], requests, target)
-    decode = [s for s in clock.steps if [n for n, _ in s["target"]["lm"]] == [2] and s["keys"] > 2 * 16]
-    assert len(decode) >= 5
+    def clocked(slowed: bool) -> list[dict]:
+        """The clock's whole decode steps of a 3-layer model's run, its norms slowed or not."""
+        trace, target, _, requests = probe_engine(2, "cpu", {"scheme": "none"}, 8, checkpoint=TINY_CHECKPOINT | {"layers": 3})
+        norm = target.ops_unchecked.rms_norm
+
+        def slow(*args, **kwargs):
+            end = time.perf_counter() + 0.004
+            while time.perf_counter() < end:  # busy: a sleep can overshoot by a millisecond
+                pass
+            return norm(*args, **kwargs)
+        if slowed:
+            target.ops_unchecked = dataclasses.replace(target.ops_unchecked, rms_norm=slow)
+        clock = ProductClock(target)
+        with clock:
+            run_scheme(trace, trace.speculation[0], requests, target)
+        return clock.steps
+    base, steps = clocked(False), clocked(True)  # back to back: the host's speed about the same
+
+    def decodes(steps):
+        return [s for s in steps if [n for n, _ in s["target"]["lm"]] == [2] and s["keys"] > 2 * 16]
+    decode = decodes(steps)
+    assert len(decode) >= 5 and len(decodes(base)) >= 5
     assert all(s["layer"] > 0.008 for s in decode)  # two slowed norms a layer, not fewer
-    assert statistics.median(s["layer"] for s in decode) < 0.0098  # nor more (2.5 from the first layer's product)
+    # the quickest step of each: a step the host stalls reads slower, never faster
+    added = min(s["layer"] for s in decode) - min(s["layer"] for s in decodes(base))
+    assert 0.007 < added < 0.009  # two norms' 8 ms: not 1.5 of them, nor 2.5 (from the first layer's product)
     # 16-token prompts, then one more key a sequence a step
     assert [s["keys"] for s in decode] == list(range(decode[0]["keys"], decode[0]["keys"] + 2 * len(decode), 2))
-    got = step_parts(clock.steps, 2, 0, skip=1)
+    got = step_parts(steps, 2, 0, skip=1)
     assert got["inplace"] == [s["layer"] for s in decode[1:]] and got["keys"] == [s["keys"] for s in decode[1:]]
     trace, one, _, requests = probe_engine(1, "cpu", {"scheme": "none"}, 4, checkpoint=TINY_CHECKPOINT)
     clock = ProductClock(one)
@@ -1046,7 +1059,8 @@ def test_the_insitu_probe_times_the_later_layers_attention_calls():
             run_scheme(trace, trace.speculation[0], requests, target, drafters=drafters)
         got = step_parts(clock.steps, 2, passes, skip=1)
         times = got["verify_attention" if passes else "attention"]
-        assert len(times) >= 4 and all(0.01 < x < 0.013 for x in times)
+        # every call slowed; the quickest without a further 5 ms (a step the host stalls reads slower)
+        assert len(times) >= 4 and all(x > 0.01 for x in times) and min(times) < 0.013
         keys = got["verify_keys" if passes else "keys"]
         assert keys == sorted(keys) and keys[0] > 2 * 16
         assert set(got) == ({"first", "verify_attention", "verify_keys"} if passes

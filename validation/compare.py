@@ -8,11 +8,11 @@
    requests; beside them each run's own TTFT and TPOT p99 and their median over the runs, which
    the p99 errors compare: point 4), and every run's throughput is kept in the comparison
    ("engine_throughputs"), with the relative standard error of the pooled throughput they give
-   ("engine_spread", printed as `engine ±`: an error within
-   about twice it is within the engine's own run-to-run noise), and the error of the median
-   draw's throughput against the median run's ("median_run_throughput", printed as `median run`:
-   since 0.57.0; a pooled error that this one lacks came from one or two slow runs, one that both
-   show is the price's). The pooled report is kept as
+   ("engine_spread", printed as `engine ±`: an error within about twice it is within the
+   engine's own run-to-run noise), and the error of the median draw's throughput against the
+   median run's ("median_run_throughput", printed as `median run`, since 0.57.0: a pooled error
+   that this one lacks came from one or two slow runs, one that both show is shared by the runs,
+   the price's or the host's level through all of them). The pooled report is kept as
    DIR/engine-pooled.json; with `--engine-only` the comparison stops there, its acceptance
    files and DIR/sim-trace.yaml written, for `python -m validation reprice` to price later.
    With `--calibrate`, validation.calibrate's probes (their host work amid the memory traffic
