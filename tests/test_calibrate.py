@@ -1008,11 +1008,11 @@ def test_the_insitu_probe_times_a_later_layer_whole_and_its_keys():
 
     def decodes(steps):
         return [s for s in steps if [n for n, _ in s["target"]["lm"]] == [2] and s["keys"] > 2 * 16]
-    decode = decodes(steps)
-    assert len(decode) >= 5 and len(decodes(base)) >= 5
+    decode, plain = decodes(steps), decodes(base)
+    assert len(decode) >= 5 and len(plain) >= 5
     assert all(s["layer"] > 0.008 for s in decode)  # two slowed norms a layer, not fewer
     # the quickest step of each: a step the host stalls reads slower, never faster
-    added = min(s["layer"] for s in decode) - min(s["layer"] for s in decodes(base))
+    added = min(s["layer"] for s in decode) - min(s["layer"] for s in plain)
     assert 0.007 < added < 0.009  # two norms' 8 ms: not 1.5 of them, nor 2.5 (from the first layer's product)
     # 16-token prompts, then one more key a sequence a step
     assert [s["keys"] for s in decode] == list(range(decode[0]["keys"], decode[0]["keys"] + 2 * len(decode), 2))
