@@ -51,6 +51,9 @@ def test_split_parts_add_up_and_are_priced(tmp_path):
         # the simulator's target part is the bare price plus the priced rest, against the engine's
         want = (s["bare_priced"] + s["rest_priced"]) / (s["forward"] + s["rest"])
         assert s["target_priced_over_engine"] == pytest.approx(want)
+        # run by run: one run here, whose medians are the scheme's
+        assert s["forward_by_run"] == [pytest.approx(s["forward"])]
+        assert s["target_priced_over_engine_by_run"] == [pytest.approx(want)]
         # the same forward, bare and in the run, reads within a factor of three on any host
         assert 1 / 3 < s["inrun_over_bare"] < 3 and 1 / 3 < s["priced_over_bare"] < 3
 

@@ -17,7 +17,10 @@ So a target-time error in `compare` parts into three factors, measured side by s
 process: the bare forward's price against its time (the step-time grid's question, at this
 batch), the forward inside the run against the same forward bare (what the run around it does
 to it: the drafter's passes between the target's, the host work), and the rest's price against
-its time. Writes DIR/split.json; prints one line per scheme.
+its time. Writes DIR/split.json; prints two lines per scheme: the medians over every run's steady
+steps, then run by run (each run's medians, their range) the in-run forward and the target's
+priced-over-engine ratio, which say how far the host moved between the runs (on the shared
+2-core VMs one scheme's three runs' forwards have differed by a third: cpu-epyc-zen3/0.57.0/split-eagle-c4.txt).
 """
 from __future__ import annotations
 
@@ -169,8 +172,19 @@ def summary(runs: list[dict]) -> dict:
             "priced_over_bare": med(b["bare_priced"] / b["bare"] for b in bare),
             "rest_priced_over_rest": med(s["rest_priced"] for s in steps) / max(med(s["rest"] for s in steps), 1e-12)}
     # the simulator's target part (bare price + priced rest) over the engine's (forward + rest)
-    out["target_priced_over_engine"] = (out["bare_priced"] + out["rest_priced"]) / (out["forward"] + out["rest"])
+    out["target_priced_over_engine"] = target_ratio(out)
+    # the same, and the in-run forward, run by run: how far the host moved them between runs
+    each = [{k: med(s[k] for s in r["steps"]) for k in ("forward", "rest", "bare_priced", "rest_priced")}
+            for r in runs if r["steps"]]
+    out["forward_by_run"] = [e["forward"] for e in each]
+    out["target_priced_over_engine_by_run"] = [target_ratio(e) for e in each]
     return out
+
+
+def target_ratio(m: dict) -> float:
+    """The simulator's target part (bare price + priced rest) over the engine's (forward + rest),
+    from medians `m`."""
+    return (m["bare_priced"] + m["rest_priced"]) / (m["forward"] + m["rest"])
 
 
 def split(trace_path: Path, out: Path, hardware: Path | None = None, concurrency: int | None = None,
@@ -241,3 +255,6 @@ def print_split(result: dict) -> None:
               f" in run / bare {s['inrun_over_bare']:.3f}, priced / bare {s['priced_over_bare']:.3f};"
               f" rest priced {ms['rest_priced']:5.2f} ({s['rest_priced_over_rest']:.2f}x);"
               f" target priced / engine {s['target_priced_over_engine']:.3f}")
+        fw, tr = s["forward_by_run"], s["target_priced_over_engine_by_run"]
+        print(f"  {'':11} run by run: target forward {min(fw) * 1e3:.2f}-{max(fw) * 1e3:.2f} ms,"
+              f" target priced / engine {min(tr):.3f}-{max(tr):.3f} ({len(fw)} runs)")
