@@ -171,9 +171,8 @@ def summary(runs: list[dict]) -> dict:
             "inrun_over_bare": med(b["forward"] / b["bare"] for b in bare),
             "priced_over_bare": med(b["bare_priced"] / b["bare"] for b in bare),
             "rest_priced_over_rest": med(s["rest_priced"] for s in steps) / max(med(s["rest"] for s in steps), 1e-12)}
-    # the simulator's target part (bare price + priced rest) over the engine's (forward + rest)
     out["target_priced_over_engine"] = target_ratio(out)
-    # the same, and the in-run forward, run by run: how far the host moved them between runs
+    # it and the in-run forward run by run: how far the host moved them between runs
     each = [{k: med(s[k] for s in r["steps"]) for k in ("forward", "rest", "bare_priced", "rest_priced")}
             for r in runs if r["steps"]]
     out["forward_by_run"] = [e["forward"] for e in each]
