@@ -99,7 +99,9 @@ class PassPricer:
     paths as its rows fall (ForwardCost: Work.mixed, multi_tokens, multi_kv): a sequence catching
     up on several entries attends in the fused call, and where others have one entry they attend
     in a call of their own (the engine's drafters run kernels/attention.py as the target does).
-    Tree levels do not: what their further nodes cost is draft_node_s's measure.
+    Tree levels do not: what their further nodes cost is draft_node_s's measure. A later pass
+    whose sequences have one query row each, a node of the drafted tree (a chain's, the draft
+    model's), pays the tree's mask beyond a plain decode, tree_row_s a layer (tree_rows).
 
     For a given (n, passes) everything but attention is fixed and attention is linear in Σctx on
     each roof, so a compiled form evaluates a step with a few multiply-adds per pass."""
@@ -125,6 +127,13 @@ class PassPricer:
         if j == 0:
             return 1.0, reuse_factor(hw, lm, "first") if self.shared_lm else 1.0
         return (reuse_factor(hw, tok, "later_layer") if self.layers_again else 1.0), reuse_factor(hw, lm, "later_lm")
+
+    def tree_rows(self, j: int, n: int, several: int) -> float:
+        """Pass j's tree mask beyond a plain decode's, per layer (hardware.tree_row_s): a later
+        pass, not a catch-up, in which some sequence has one query row, a node of its drafted tree
+        (a chain's next node). A catch-up pass's and a multi-row tree level's rows take the
+        verification's paths, whose measures include their masks."""
+        return self.fwd.n_layers * self.hw.tree_row_s if j and not self.catch_up and several < n else 0.0
 
     def paths(self, j: int, n: int, tok: int, several: int, ctx_sum) -> dict:
         """Pass j's Work.mixed, multi_* and own_* at Σctx = ctx_sum: a catch-up pass's `several`
@@ -158,6 +167,7 @@ class PassPricer:
             t, f, b, c, m = t + part[0], f + part[1], b + part[2], c + part[3], m + part[4]
             at0, at1 = self.paths(j, n, tok, several, 0), self.paths(j, n, tok, several, 1)  # keys linear in Σctx
             t += fwd.query_host(tok, n, at0["mixed"])  # several query tokens per sequence (a tree level, a catch-up)
+            t += self.tree_rows(j, n, several)
             if at0["multi_tokens"]:  # priced in __call__: its rate by the keys' size is not linear in Σctx
                 several_rows.append((at0["multi_tokens"], at0["multi_kv"], at1["multi_kv"] - at0["multi_kv"], at0["multi_seqs"],
                                      bool(at0["own_seqs"])))
@@ -190,6 +200,7 @@ class PassPricer:
                                        **self.paths(j, n, tok, several, ctx_sum)), self.scale(j, tok, lm)))
             if self.fuse:
                 costs.append(fused_input_cost(self.spec, self.hw, self.tp, tok))
+            costs.append(Cost(time=self.tree_rows(j, n, several), flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0))
         host = drafter_host_time(self.hw, n, [tok for tok, _, _ in rows], self.levels, self.catch_up)
         return add(*costs, Cost(time=host, flops=0.0, bytes=0.0, compute_time=0.0, memory_time=0.0))
 

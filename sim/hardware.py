@@ -49,6 +49,12 @@ class HardwareSpec:
     # them once per pass on a CPU; its drafters, which lay out their own passes, do not): a bare
     # target forward costs pass_overhead_s + index_check_s beyond its layers
     index_check_s: float = 0.0
+    # host time per layer of a drafter's later pass whose sequences each have one query row, a
+    # node of its drafted tree (a chain's next node; engine.drafting.store.pack), beyond the plain
+    # decode it is priced as: the CPU reference's visibility mask scatters the node's ancestors'
+    # bits (validation.probes.tree_row_probe). A tree level with several rows a sequence pays the
+    # verification's multi-query figures instead.
+    tree_row_s: float = 0.0
     # measured matmul efficiency: ((weight_bytes, ((rows, fraction), ...)), ...), sizes ascending,
     # every curve on the same rows. A product of an M-row activation with a weight matrix of that
     # many bytes runs at `fraction` x peak·eta_compute; rows interpolate linearly, sizes in log
@@ -326,6 +332,7 @@ class HardwareSpec:
                 "alloc_op_us": self.alloc_op_s * us, "op_us": self.op_s * us, "allreduce_latency_us": self.allreduce_latency_s * us,
                 "gemm_half_rows": self.gemm_half_rows, "eta_kv": self.eta_kv,
                 "pass_overhead_us": self.pass_overhead_s * us, "index_check_us": self.index_check_s * us,
+                "tree_row_us": self.tree_row_s * us,
                 "multi_query_us": self.multi_query_s * us,
                 "batch_query_us": self.batch_query_s * us, "mixed_query_us": self.mixed_query_s * us,
                 "draft_first_us": self.draft_first_s * us, "draft_seq_us": self.draft_seq_s * us,
@@ -354,7 +361,7 @@ class HardwareSpec:
 _KEYS = ("preset", "description", "tflops", "memory_tb_s", "memory_gb", "interconnect_gb_s",
          "devices_per_node", "eta_compute", "eta_memory", "launch_us", "step_overhead_us",
          "seq_overhead_us", "alloc_op_us", "op_us", "allreduce_latency_us", "gemm_half_rows", "eta_kv", "pass_overhead_us",
-         "index_check_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "kv_decode", "kv_decode_warm", "multi_query_us", "batch_query_us",
+         "index_check_us", "tree_row_us", "gemm_rows", "gemm_rows_warm", "gemm_shapes", "gemm_shapes_warm", "cache_mb", "kv_sizes", "kv_sizes_warm", "kv_decode", "kv_decode_warm", "multi_query_us", "batch_query_us",
          "mixed_query_us", "draft_first_us", "draft_seq_us", "draft_pass_us", "draft_pass_seq_us", "gemm_reuse", "gemm_step", "gemm_verify", "draft_node_us",
          "medusa_first_us", "medusa_seq_us", "medusa_node_us", "draft_input_us", "draft_input_row_us", "ngram_call_us", "ngram_seq_us", "eta_attn", "attn_dense", "fused_query_us", "fused_key_ns", "fused_rows", "fused_own", "verify_seqs",
          "elementwise_ns", "elementwise_sizes", "logit_ns", "draft_logit_ns", "draft_cand_us", "verify_call_us", "tree_call_us", "tree_node_us", "pack_node_us", "spec_step_us", "spec_seq_us",
@@ -424,6 +431,7 @@ def _build(node: Node, name: str, base_dir: Path | None = None, _seen: tuple[Pat
         eta_kv=num("eta_kv", 1.0, hi=1.0, lo_open=True),
         pass_overhead_s=num("pass_overhead_us", 1e-6, hi=1e9),
         index_check_s=num("index_check_us", 1e-6, hi=1e9),
+        tree_row_s=num("tree_row_us", 1e-6, hi=1e9),
         gemm_rows=_gemm_rows(f["gemm_rows"]) if "gemm_rows" in f else None,
         gemm_rows_warm=_gemm_rows(f["gemm_rows_warm"]) if "gemm_rows_warm" in f else None,
         gemm_shapes=_gemm_shapes(f["gemm_shapes"]) if "gemm_shapes" in f else None,

@@ -14,13 +14,19 @@ from validation.profile import profile_yaml
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def test_small_calibration_writes_a_loadable_profile(tmp_path):
+@pytest.fixture(scope="module")
+def small_figures(one_torch_thread):
+    """The small form's figures, measured once for the tests that read them (about 35 s here)."""
+    return measure(size_mb=16, gemm_n=128, repeats=2, geometries=[(2, 2, 64)])
+
+
+def test_small_calibration_writes_a_loadable_profile(tmp_path, small_figures):
     """The small form measures every figure and writes a profile that reads back to them, to the
     precision the profile writes. Figures that are differences of two timed calls are clamped at
     0 and can read 0 on a loaded host (a test run beside others), so only their sign is checked."""
-    m = measure(size_mb=16, gemm_n=128, repeats=2, geometries=[(2, 2, 64)])
+    m = small_figures
     for key in ("copy_bw", "stream_bw", "flops_fp32", "launch_s", "layer_s", "probe_layer_s", "step_s", "seq_s",
-                "alloc_op_s", "multi_query_s", "draft_first_s", "draft_pass_s", "draft_seq_s", "draft_pass_seq_s", "draft_node_s", "pass_s", "index_check_s", "mixed_query_s",
+                "alloc_op_s", "multi_query_s", "tree_row_s", "draft_first_s", "draft_pass_s", "draft_seq_s", "draft_pass_seq_s", "draft_node_s", "pass_s", "index_check_s", "mixed_query_s",
                 "batch_query_s", "fused_query_s", "fused_key_s", "elementwise_s", "logit_s", "draft_logit_s",
                 "draft_cand_s", "tree_call_s", "tree_node_s", "pack_node_s", "spec_step_s", "spec_seq_s", "ngram_call_s", "ngram_seq_s",
                 "medusa_first_s", "medusa_seq_s", "medusa_node_s"):
@@ -71,6 +77,7 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
                              ("draft_first_s", "draft_first_s", us1), ("draft_pass_s", "draft_pass_s", us1),
                              ("draft_pass_seq_s", "draft_pass_seq_s", us1), ("draft_node_s", "draft_node_s", us2),
                              ("pass_overhead_s", "pass_s", us1), ("index_check_s", "index_check_s", us1),
+                             ("tree_row_s", "tree_row_s", us1),
                              ("mixed_query_s", "mixed_query_s", us1), ("fused_query_s", "fused_query_s", us3),
                              ("fused_key_s", "fused_key_s", ns3), ("elementwise_s", "elementwise_s", ns4),
                              ("logit_s", "logit_s", ns4), ("draft_logit_s", "draft_logit_s", ns4),
@@ -101,10 +108,38 @@ def test_small_calibration_writes_a_loadable_profile(tmp_path):
             assert [x for _, x in curve] == pytest.approx([x * 1e-9 for _, x in want])
 
 
-def test_cli_writes_where_asked(tmp_path, capsys):
+def test_cli_writes_where_asked(tmp_path, capsys, monkeypatch, small_figures):
+    """The command line's sizes, rounds and context reach the measurement, and its figures are
+    written where --out says. The measurement itself is the small form's (small_figures): the
+    command runs whole, probes and all, in validation/gpu.sh's CPU form (tests/test_gpu_script.py)."""
+    import validation.calibrate as calibrate
+    from validation.calibrate import context_model
+    from validation.profile import write_profile
+    asked = []
+    monkeypatch.setattr(calibrate, "measure", lambda *a: asked.append(a) or small_figures)
     out = tmp_path / "x.yaml"
     assert main(["--out", str(out), "--size-mb", "8", "--gemm", "64", "--repeats", "1"]) == 0
-    assert out.read_text().startswith("# Measured by")
+    import torch
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    assert asked == [(8, 64, 1, device, context_model("tiny"))]
+    assert out.read_text() == write_profile(small_figures, 8) and out.read_text().startswith("# Measured by")
+    assert f"wrote {out}" in capsys.readouterr().out
+    assert main(["--out", str(out), "--context", "none", "--repeats", "2"]) == 0
+    assert asked[1] == (512, 1024, 2, device, None)
+
+
+def replay_after_first_call(cal) -> None:
+    """Each of `cal`'s probes runs once, its later calls returning that call's result: a test of
+    the cycle's bookkeeping over several cycles pays for one cycle of the host's time."""
+    first: dict = {}
+
+    def replayed(key, probe):
+        def call():
+            if key not in first:
+                first[key] = probe()
+            return first[key]
+        return call
+    cal.probes = {key: replayed(key, probe) for key, probe in cal.probes.items()}
 
 
 def test_ticks_run_the_cycle_a_few_probes_at_a_time():
@@ -113,6 +148,7 @@ def test_ticks_run_the_cycle_a_few_probes_at_a_time():
     called twice a round (probe_calls) pools its calls' figures."""
     from validation.calibrate import Calibration
     cal = Calibration(size_mb=8, gemm_n=64, probe_calls={"engine": 2})
+    replay_after_first_call(cal)
     order = cal._order
     assert set(order) == set(cal.probes) and ("engine", 1) in order and len(order) == len(set(order))
     cal.tick(3)

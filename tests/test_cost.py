@@ -525,6 +525,24 @@ def test_drafter_node_time_per_further_row_of_a_tree_level(tmp_path):
             assert price(node, False) == pytest.approx(price(base, False), rel=1e-12), how
 
 
+def test_tree_row_time_per_layer_of_a_later_pass_of_single_node_rows(tmp_path):
+    """tree_row_us is charged per layer of each later pass in which some sequence has one query
+    row (a chain's next node), compiled and direct pricing alike; never for the first pass, a
+    tree level whose every sequence has several rows (the verification's paths), or a catch-up
+    drafter's passes (MTP's); it round-trips."""
+    from sim.drafters import PassPricer
+    m = model("tiny")
+    base, rows = device("cpu"), device("cpu", tree_row_us=40.0)
+    assert round_trip(rows, tmp_path).tree_row_s == pytest.approx(40e-6)
+    for n, passes, charged in ((1, (1, 1, 1), 2), (4, ((9, 4), 4, 4), 2), (4, ((9, 4), 8, 12), 0),
+                               (4, ((9, 4), (6, 6, 2)), 1), (3, (5,), 0)):
+        for how in ("__call__", "direct"):
+            for catch_up in (False, True):
+                price = lambda hw: getattr(PassPricer(m, hw, 1, catch_up=catch_up), how)(n, 500, passes).time  # noqa: E731
+                want = 0.0 if catch_up else charged * m.layers * 40e-6
+                assert price(rows) - price(base) == pytest.approx(want, rel=1e-9, abs=1e-12), (n, passes, how, catch_up)
+
+
 def test_medusa_heads_read_their_lm_heads_once_and_pay_no_forward_overhead():
     """Own LM heads (Medusa §2.1.1): K matrices of h x V read; shared: the target's one matrix for
     all K x n rows (same FLOPs). The heads' call is not a forward pass: pass_overhead_us adds

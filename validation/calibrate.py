@@ -49,7 +49,7 @@ from validation.probes import (attention_figures, attention_key, attention_probe
                                decode_key, decode_probe, decode_sizes, elementwise_curve, elementwise_probe, elementwise_time, EW_PAIR, EW_TOKENS,
                                KV_CONTEXT, kv_gather_bytes, kv_gather_probe, kv_key, KV_MIDDLE, KV_SEQS,
                                kv_size_curve, KV_SIZES, last_level_cache_bytes,
-                               matmul_probes)  # noqa: E402
+                               matmul_probes, tree_row_probe)  # noqa: E402
 from sim.cli import fail  # noqa: E402
 from sim.errors import SpecError  # noqa: E402
 from sim.cost import attention_geometry, model_shapes  # noqa: E402
@@ -276,6 +276,9 @@ class Calibration:
         else:
             self.geometries = []
             probes[kv_key("kv", KV_SEQS, KV_CONTEXT)] = timed(kv_gather_probe(device), 2)
+        # a drafter pass's single query rows as tree nodes against plain decodes (tree_row_s), on
+        # the first priced geometry (the family's where none is known)
+        probes["tree_row"] = paired(tree_row_probe(device, next(iter(self.geometries), (2, 2, 64))), 20)
         probes["speed"] = speed_probe(device, 0.3 if small else SPEED_WINDOW_S)  # (start, a window's block rates)
         probes["logits"] = paired({f"logits{v}": logit_probe(device, v) for v in LOGIT_VOCABS}, 3)
         probes["verify_host"] = paired(verify_host_probe(device), 20, after_pass)
@@ -385,6 +388,7 @@ class Calibration:
                 "seq_s": per_seq, "step_s": max(0.0, t["engine1"] - per_layer - per_seq),
                 "pass_s": max(0.0, t["drafter1"] - per_layer),
                 "index_check_s": max(0.0, t["forward1"] - t["unchecked1"]),
+                "tree_row_s": max(0.0, t["rowtree"] - t["rowplain"]),
                 "multi_query_s": max(0.0, (t[f"verify{DEEP}"] - t["verify1"]) / (DEEP - 1) - per_layer)}
         row = draft_logit_time(*(t[f"dlogits{v}"] for v in LOGIT_VOCABS))  # a drafter's logit element
         out |= drafter_host_figures(t, self.first_vocab * row, TINY_CHECKPOINT["vocab"] * row)

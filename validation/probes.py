@@ -218,6 +218,27 @@ def _paged_attention_call(device: str, seqs: int, context: int, queries: int, he
     return lambda: ops.paged_attention(*args, 0.125)
 
 
+TREE_ROW_SEQS, TREE_ROW_CONTEXT, TREE_ROW_DEPTH = 4, 200, 3  # the tree-row probe's batch, keys, node depth
+
+
+def tree_row_probe(device: str, geometry: tuple[int, int, int]) -> dict:
+    """{"rowplain": call, "rowtree": call}: the engine's paged attention (unchecked, as drafters
+    run it) over TREE_ROW_SEQS sequences in `geometry` (KV heads, query heads per KV head,
+    head_dim), each with one query after TREE_ROW_CONTEXT keys: a plain decode, and the same
+    query as a drafted node TREE_ROW_DEPTH deep in its sequence's tree (tree_start before its
+    ancestors, their bits set), as a drafter's later pass lays out a chain's node
+    (engine.drafting.store.pack). Their difference is what the tree costs such a call:
+    hardware.tree_row_s (on the CPU reference, _visible's scatter of the ancestors' bits)."""
+    from kernels import get_ops
+    kv, group, d = geometry
+    plain = attention_args(device, TREE_ROW_SEQS, TREE_ROW_CONTEXT, 1, kv * group, kv, head_dim=d)
+    start = torch.full_like(plain[7], TREE_ROW_CONTEXT - TREE_ROW_DEPTH + 1)  # (seqs,)
+    anc = torch.full_like(plain[8], (1 << TREE_ROW_DEPTH) - 1)  # (seqs,) the node and its ancestors
+    tree = (*plain[:7], start, anc)
+    ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
+    return {"rowplain": lambda: ops.paged_attention(*plain, 0.125), "rowtree": lambda: ops.paged_attention(*tree, 0.125)}
+
+
 def attention_args(device: str, seqs: int, context: int, queries: int, heads: int, kv_heads: int,
                    drafts: bool = False, head_dim: int = KV_DIM) -> tuple:
     """The paged-attention arguments before the scale (q, k, v, kv_slots, kv_lens, q_seq, q_pos,

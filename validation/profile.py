@@ -23,6 +23,7 @@ def profile_yaml(m: dict, name: str, memory_gb: float, note: str) -> str:
 # fp32 GEMM {fp32 * 1e3:.1f} GFLOP/s; one-element op {m['launch_s'] * 1e6:.1f} us; engine host time
 # {m['layer_s'] * 1e6:.0f} us per layer {_layer_note(m)} ({m['probe_layer_s'] * 1e6:.0f} us a hidden-64 layer), {m['step_s'] * 1e6:.0f} us per step, {m['seq_s'] * 1e6:.1f} us per sequence,
 # {m['pass_s'] * 1e6:.0f} us per forward pass beyond its layers and LM head ({m['index_check_s'] * 1e6:.0f} us more to check its indices),
+# {m['tree_row_s'] * 1e6:.0f} us more per layer where a drafter's single query rows are tree nodes,
 # {m['multi_query_s'] * 1e6:.0f} us more per layer to verify
 # ({m['batch_query_s'] * 1e6:.0f} us more where several sequences verify, {m['mixed_query_s'] * 1e6:.0f} us more
 # where others beside them decode),
@@ -87,6 +88,7 @@ speed_drift_ms: {m['speed_drift_s'] * 1e3:.1f}
 attn_dense: {'true' if m['attn_dense'] else 'false'}
 pass_overhead_us: {m['pass_s'] * 1e6:.1f}
 index_check_us: {m['index_check_s'] * 1e6:.1f}
+tree_row_us: {m['tree_row_s'] * 1e6:.1f}
 multi_query_us: {m['multi_query_s'] * 1e6:.1f}
 batch_query_us: {m['batch_query_s'] * 1e6:.1f}
 mixed_query_us: {m['mixed_query_s'] * 1e6:.1f}
