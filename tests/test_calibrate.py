@@ -112,15 +112,16 @@ def test_cli_writes_where_asked(tmp_path, capsys, monkeypatch, small_figures):
     """The command line's sizes, rounds and context reach the measurement, and its figures are
     written where --out says. The measurement itself is the small form's (small_figures): the
     command runs whole, probes and all, in validation/gpu.sh's CPU form (tests/test_gpu_script.py)."""
+    import torch
+
     import validation.calibrate as calibrate
     from validation.calibrate import context_model
     from validation.profile import write_profile
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     asked = []
     monkeypatch.setattr(calibrate, "measure", lambda *a: asked.append(a) or small_figures)
     out = tmp_path / "x.yaml"
     assert main(["--out", str(out), "--size-mb", "8", "--gemm", "64", "--repeats", "1"]) == 0
-    import torch
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     assert asked == [(8, 64, 1, device, context_model("tiny"))]
     assert out.read_text() == write_profile(small_figures, 8) and out.read_text().startswith("# Measured by")
     assert f"wrote {out}" in capsys.readouterr().out

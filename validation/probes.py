@@ -212,8 +212,13 @@ def attention_probe(device: str, seqs: int, queries: int, context: int, drafts: 
 def _paged_attention_call(device: str, seqs: int, context: int, queries: int, heads: int, kv_heads: int,
                           drafts: bool = False, head_dim: int = KV_DIM):
     """A call of the engine's paged attention (unchecked) over attention_args' batch."""
+    return _unchecked_call(device, attention_args(device, seqs, context, queries, heads, kv_heads, drafts, head_dim))
+
+
+def _unchecked_call(device: str, args: tuple):
+    """A call of the engine's paged attention on `args` (attention_args'), unchecked as the
+    drafters run it, with the reference on a CPU and the Triton kernel elsewhere."""
     from kernels import get_ops
-    args = attention_args(device, seqs, context, queries, heads, kv_heads, drafts, head_dim)
     ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
     return lambda: ops.paged_attention(*args, 0.125)
 
@@ -229,14 +234,11 @@ def tree_row_probe(device: str, geometry: tuple[int, int, int]) -> dict:
     ancestors, their bits set), as a drafter's later pass lays out a chain's node
     (engine.drafting.store.pack). Their difference is what the tree costs such a call:
     hardware.tree_row_s (on the CPU reference, _visible's scatter of the ancestors' bits)."""
-    from kernels import get_ops
     kv, group, d = geometry
     plain = attention_args(device, TREE_ROW_SEQS, TREE_ROW_CONTEXT, 1, kv * group, kv, head_dim=d)
     start = torch.full_like(plain[7], TREE_ROW_CONTEXT - TREE_ROW_DEPTH + 1)  # (seqs,)
     anc = torch.full_like(plain[8], (1 << TREE_ROW_DEPTH) - 1)  # (seqs,) the node and its ancestors
-    tree = (*plain[:7], start, anc)
-    ops = get_ops("torch" if device == "cpu" else "triton", check_values=False)
-    return {"rowplain": lambda: ops.paged_attention(*plain, 0.125), "rowtree": lambda: ops.paged_attention(*tree, 0.125)}
+    return {"rowplain": _unchecked_call(device, plain), "rowtree": _unchecked_call(device, (*plain[:7], start, anc))}
 
 
 def attention_args(device: str, seqs: int, context: int, queries: int, heads: int, kv_heads: int,

@@ -121,10 +121,14 @@ class ModelDraftScheme(SpecScheme):
         h = spec.hidden  # and the fused input's 2h -> h projection (sim.drafters.linear_cost)
         return model_shapes(spec, tp) | (whole_shapes([(2 * h, h / tp)]) if fuse else set())
 
-    def drafter(self, trace):
+    def pass_pricer(self, trace) -> PassPricer:
+        """What this drafter's passes cost on the trace's hardware (sim.drafters.PassPricer)."""
         spec, fuse = self.drafter_spec()
-        price = PassPricer(spec, trace.hardware.drafter(), trace.tp, fuse_input=fuse, tree_levels=self.tree_levels,
-                           catch_up=self.catch_up, shared_lm=self.shared_lm, layers_again=self.layers_again)
+        return PassPricer(spec, trace.hardware.drafter(), trace.tp, fuse_input=fuse, tree_levels=self.tree_levels,
+                          catch_up=self.catch_up, shared_lm=self.shared_lm, layers_again=self.layers_again)
+
+    def drafter(self, trace):
+        price = self.pass_pricer(trace)
         passes = self.passes
         return lambda n, ctx, depth, tree, fresh, first, several: price(n, ctx, passes(n, depth, tree, fresh, first, several))
 

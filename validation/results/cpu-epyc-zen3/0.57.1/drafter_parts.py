@@ -29,11 +29,10 @@ _spec.loader.exec_module(base)
 def price_parts(trace, label: str, passes: list[tuple[int, int, int, int]], n: int) -> dict:
     """The simulator's price of one step's drafting passes ((query rows, LM-head rows, sequences
     with several rows, Σ context of the pass) each) by the parts base.ENGINE names."""
-    from sim.drafters import PassPricer, drafter_host_time, fused_input_cost
+    from sim.drafters import drafter_host_time, fused_input_cost
     scheme = next(s for s in trace.speculation if s.label == label)
     spec, fuse = scheme.drafter_spec()
-    pr = PassPricer(spec, trace.hardware.drafter(), trace.tp, fuse_input=fuse, tree_levels=scheme.tree_levels,
-                    catch_up=scheme.catch_up, shared_lm=scheme.shared_lm, layers_again=scheme.layers_again)
+    pr = scheme.pass_pricer(trace)
     fwd = pr.fwd
     out = dict.fromkeys(base.ENGINE, 0.0)
     for j, (tok, lm, _several, _ctx) in enumerate(passes):

@@ -32,11 +32,10 @@ _spec.loader.exec_module(base)
 
 def pass_prices(trace, label: str, passes: list[tuple[int, int, int, int]], n: int) -> list[float]:
     """Each pass's forward as the simulator prices it (host work and input projection apart)."""
-    from sim.drafters import PassPricer, drafter_host_time, fused_input_cost
+    from sim.drafters import drafter_host_time, fused_input_cost
     scheme = next(s for s in trace.speculation if s.label == label)
     spec, fuse = scheme.drafter_spec()
-    pr = PassPricer(spec, trace.hardware.drafter(), trace.tp, fuse_input=fuse, tree_levels=scheme.tree_levels,
-                    catch_up=scheme.catch_up, shared_lm=scheme.shared_lm, layers_again=scheme.layers_again)
+    pr = scheme.pass_pricer(trace)
     ctx = max(0, passes[0][3] - n)
     shapes = [p[:3] for p in passes]
 
